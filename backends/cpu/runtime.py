@@ -1,0 +1,342 @@
+"""The CPU backend: NumPy arrays, and launches spread over worker threads.
+
+A launch is queued on the backend's stream and run in order by a dispatcher thread;
+its work-groups are split into chunks that the dispatcher and the workers take in
+turn, each calling the compiled group function through ctypes (which releases the
+GIL, so the threads run native code in parallel). A small launch on an idle stream
+runs at once on the calling thread: no thread hand-off."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import linecache
+import os
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernelkit.backend import Backend
+from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
+from kernelkit.errors import BackendError, LaunchError
+from kernelkit.ir import types as T
+from kernelkit.runtime.arguments import ArgumentLayout, array_type_of, scalar_type_of
+from kernelkit.runtime.geometry import default_workgroupsize
+
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
+_INLINE_ITEMS = 1 << 14          # launches this small run on the calling thread
+_CHUNKS_PER_THREAD = 4
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+
+
+@dataclass
+class PreparedKernel:
+    """A compiled kernel with what a launch needs to call it."""
+
+    name: str
+    function: object          # the ctypes function
+    layout: ArgumentLayout
+    argtypes: tuple
+    packers: tuple            # per argument: value -> tuple of fields
+    compiled: object
+    uses_print: bool
+    debug: bool
+
+
+class CPU(Backend):
+    """Kernels on this machine's cores. `threads` defaults to the number of cores;
+    `debug=True` (or KERNELKIT_DEBUG=1) checks every array access."""
+
+    name = "cpu"
+
+    def __init__(self, threads: int | None = None, debug: bool | None = None):
+        self.threads = max(1, int(threads or os.cpu_count() or 1))
+        if debug is None:
+            debug = os.environ.get("KERNELKIT_DEBUG", "") not in ("", "0")
+        self.debug = bool(debug)
+        self._stream = _Stream(self.threads)
+        self._target = None
+
+    def __repr__(self) -> str:
+        return f"CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
+
+    @classmethod
+    def backend_of(cls, array):
+        if isinstance(array, np.ndarray):
+            return _default_backend()
+        return None
+
+    # -- arrays ---------------------------------------------------------------------------
+
+    def allocate(self, dtype, shape):
+        return np.empty(shape, dtype=dtype)
+
+    def zeros(self, dtype, shape):
+        return np.zeros(shape, dtype=dtype)
+
+    def ones(self, dtype, shape):
+        return np.ones(shape, dtype=dtype)
+
+    def to_backend(self, array):
+        if isinstance(array, np.ndarray):
+            return array
+        if hasattr(array, "__array__") or hasattr(array, "__array_interface__"):
+            return np.asarray(array)
+        from kernelkit.memory import to_numpy
+        return to_numpy(array)
+
+    def to_numpy(self, array) -> np.ndarray:
+        self.synchronize()
+        return np.asarray(array)
+
+    def copyto(self, destination, source) -> None:
+        if not isinstance(destination, np.ndarray):
+            raise BackendError(f"the CPU backend cannot copy into a {type(destination).__name__}")
+        self.synchronize()
+        if not isinstance(source, np.ndarray):
+            from kernelkit.memory import to_numpy
+            source = to_numpy(source)
+        np.copyto(destination, source)
+
+    def synchronize(self) -> None:
+        self._stream.wait()
+        if self._stream.printed:
+            self._stream.printed = False
+            _libc.fflush(None)
+
+    # -- kernels --------------------------------------------------------------------------
+
+    def argument_key(self, value):
+        if type(value) is np.ndarray:
+            return (value.dtype, value.ndim, value.flags.c_contiguous)
+        return type(value)
+
+    def argument_type(self, value, const, name, kernel):
+        if isinstance(value, np.ndarray):
+            return array_type_of(value.dtype, value.ndim, value.flags.c_contiguous, const,
+                                 name, kernel)
+        scalar = scalar_type_of(value)
+        if scalar is not None:
+            return scalar
+        if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack_device__"):
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is a device array; the CPU "
+                              f"backend runs on host memory: pass kk.to_numpy({name})")
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' is a {type(value).__name__}; "
+                          "kernels take NumPy arrays and Python or NumPy scalars")
+
+    def default_workgroupsize(self, ndim):
+        return default_workgroupsize(ndim, 1024)
+
+    def target(self):
+        if self._target is None:
+            from .target import CPUTarget
+            self._target = CPUTarget.host()
+        return self._target
+
+    def compiler_job(self, function, argtypes, *, workgroupsize, opt_level: int = 3, **options):
+        config = CompilerConfig(self.target(), kernel=True, workgroupsize=tuple(workgroupsize),
+                                opt_level=opt_level, debug=self.debug,
+                                params=tuple(sorted(options.items())))
+        return CompilerJob(function_source(function, argtypes), config)
+
+    def prepare(self, compiled, argtypes, ndim):
+        layout = ArgumentLayout(argtypes, ndim)
+        packers = tuple(_packer(t) for t in argtypes)
+        return PreparedKernel(compiled.job.source.function.__name__, _ENTRY(compiled.entry),
+                              layout, argtypes, packers, compiled, compiled.uses_print,
+                              compiled.job.config.debug)
+
+    def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
+        groups = [-(-n // g) for n, g in zip(ndrange, workgroupsize)]
+        total = 1
+        for count in groups:
+            total *= count
+        if total == 0:
+            return
+        error_record = np.zeros(5, np.int64) if prepared.debug else None
+        fields = [*ndrange, *groups,
+                  error_record.ctypes.data if error_record is not None else 0]
+        for pack, value in zip(prepared.packers, args):
+            fields.extend(pack(value))
+        packed = prepared.layout.struct.pack(*fields)
+        items = total
+        for size in workgroupsize:
+            items *= size
+        launch = _Launch(prepared, packed, total, args, error_record)
+        self._stream.submit(launch, inline=items <= _INLINE_ITEMS or total == 1)
+
+
+def _packer(type: T.IRType):
+    if isinstance(type, T.ArrayType):
+        itemsize = type.dtype.itemsize
+
+        def pack(array):
+            strides = array.strides
+            if any(s % itemsize for s in strides):
+                raise LaunchError(f"an array with strides {strides} (not multiples of the item "
+                                  f"size {itemsize}) cannot be passed to a kernel")
+            return (array.__array_interface__["data"][0], *array.shape,
+                    *(s // itemsize for s in strides))
+        return pack
+    if type.is_bool:
+        return lambda value: (bool(value),)
+    if type.is_float:
+        return lambda value: (float(value),)
+    return lambda value: (int(value),)
+
+
+
+@dataclass
+class _Launch:
+    prepared: PreparedKernel
+    packed: bytes
+    groups: int
+    args: tuple                # kept alive until the launch has run
+    error_record: np.ndarray | None
+
+    def run_chunk(self, first: int, end: int) -> None:
+        self.prepared.function(self.packed, first, end)
+
+    def failed(self) -> bool:
+        return self.error_record is not None and self.error_record[0] != 0
+
+    def error(self) -> IndexError:
+        _, location, axis, index, extent = (int(v) for v in self.error_record)
+        compiled = self.prepared.compiled
+        loc = compiled.info.get("locations", [None] * (location + 1))[location]
+        where = ""
+        if loc is not None:
+            line = linecache.getline(loc.file, loc.line).strip()
+            where = f" at {loc.file}:{loc.line}:\n    {line}\n"
+        return IndexError(f"in kernel '{self.prepared.name}'{where or ' '}index {index} is out "
+                          f"of bounds for axis {axis} with size {extent}")
+
+
+class _Stream:
+    """Runs launches in submission order, each across `threads` threads."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.queue: deque = deque()
+        self.condition = threading.Condition()
+        self.pending = 0              # launches submitted and not finished
+        self.error: BaseException | None = None
+        self.printed = False
+        self.dispatcher: threading.Thread | None = None
+        self.workers: list[threading.Thread] = []
+        self.work_condition = threading.Condition()
+        self.current: _Launch | None = None
+        self.generation = 0
+        self.next_group = 0
+        self.chunk = 1
+        self.active = 0
+
+    def submit(self, launch: _Launch, inline: bool) -> None:
+        if inline and self.pending == 0:
+            self.run_inline(launch)
+            return
+        with self.condition:
+            self.pending += 1
+            self.queue.append(launch)
+            if self.dispatcher is None:
+                self.start()
+            self.condition.notify_all()
+
+    def run_inline(self, launch: _Launch) -> None:
+        launch.run_chunk(0, launch.groups)
+        self.finish(launch)
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    def finish(self, launch: _Launch) -> None:
+        if launch.prepared.uses_print:
+            self.printed = True
+        if launch.failed() and self.error is None:
+            self.error = launch.error()
+
+    def wait(self) -> None:
+        with self.condition:
+            while self.pending:
+                self.condition.wait()
+            error, self.error = self.error, None
+        if error is not None:
+            raise error
+
+    # -- threads --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.dispatcher = threading.Thread(target=self.dispatch, name="kernelkit-cpu-stream",
+                                           daemon=True)
+        self.dispatcher.start()
+        for number in range(self.threads - 1):
+            worker = threading.Thread(target=self.work, name=f"kernelkit-cpu-{number}",
+                                      daemon=True)
+            worker.start()
+            self.workers.append(worker)
+
+    def dispatch(self) -> None:
+        while True:
+            with self.condition:
+                while not self.queue:
+                    self.condition.wait()
+                launch = self.queue.popleft()
+            try:
+                self.run_parallel(launch)
+                self.finish(launch)
+            except BaseException as error:  # reported on synchronize, never lost
+                if self.error is None:
+                    self.error = error
+            with self.condition:
+                self.pending -= 1
+                self.condition.notify_all()
+
+    def run_parallel(self, launch: _Launch) -> None:
+        with self.work_condition:
+            self.current = launch
+            self.next_group = 0
+            self.chunk = max(1, launch.groups // (self.threads * _CHUNKS_PER_THREAD))
+            self.active = len(self.workers)
+            self.generation += 1
+            self.work_condition.notify_all()
+        self.take_chunks(launch)
+        with self.work_condition:
+            while self.active:
+                self.work_condition.wait()
+            self.current = None
+
+    def take_chunks(self, launch: _Launch) -> None:
+        while True:
+            with self.work_condition:
+                first = self.next_group
+                if first >= launch.groups or launch.failed():
+                    return
+                end = min(first + self.chunk, launch.groups)
+                self.next_group = end
+            launch.run_chunk(first, end)
+
+    def work(self) -> None:
+        seen = 0
+        while True:
+            with self.work_condition:
+                while self.generation == seen:
+                    self.work_condition.wait()
+                seen = self.generation
+                launch = self.current
+            if launch is not None:
+                self.take_chunks(launch)
+            with self.work_condition:
+                self.active -= 1
+                self.work_condition.notify_all()
+
+
+_default = None
+
+
+def _default_backend() -> CPU:
+    global _default
+    if _default is None:
+        from kernelkit.backend import make_backend
+        _default = make_backend("cpu")
+    return _default

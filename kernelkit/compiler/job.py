@@ -1,0 +1,87 @@
+"""What to compile: a `CompilerJob(source, config)`, frozen, hashable and cheap.
+
+`source` names the function by content (qualified name, source hash, argument types,
+captured constants), never by object identity; `config` holds every flag that changes
+the output. Everything that changes the artifact is in the job, so the job is the key
+of the in-memory cache."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..ir.types import IRType
+from .target import Target
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSource:
+    qualname: str
+    module: str
+    source_hash: str
+    argtypes: tuple[IRType, ...]
+    constants: tuple[tuple[str, Any], ...] = ()
+    # The Python function itself, to translate; not part of the identity.
+    function: Any = field(default=None, compare=False, hash=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CompilerConfig:
+    target: Target
+    kernel: bool = True
+    workgroupsize: tuple[int, ...] = ()
+    opt_level: int = 3
+    debug: bool = False
+    params: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompilerJob:
+    source: FunctionSource
+    config: CompilerConfig
+
+
+def source_hash(pyfunc) -> str:
+    try:
+        text = inspect.getsource(pyfunc)
+    except (OSError, TypeError):
+        text = repr(pyfunc.__code__.co_code)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def captured_constants(pyfunc) -> tuple[tuple[str, Any], ...]:
+    """The numeric values a function reads from its closure and module globals: they are
+    compiled in as constants, so they belong to its identity."""
+    values = []
+    code = pyfunc.__code__
+    if pyfunc.__closure__:
+        for name, cell in zip(code.co_freevars, pyfunc.__closure__):
+            try:
+                values.append((name, _constant_key(cell.cell_contents)))
+            except ValueError:
+                continue
+    for name in code.co_names:
+        if name in pyfunc.__globals__:
+            values.append((name, _constant_key(pyfunc.__globals__[name])))
+    return tuple((n, v) for n, v in values if v is not None)
+
+
+def _constant_key(value):
+    if isinstance(value, (bool, int, float, str)):
+        return (type(value).__name__, value)
+    if isinstance(value, np.generic):
+        return (value.dtype.str, value.item())
+    if isinstance(value, tuple):
+        keys = tuple(_constant_key(v) for v in value)
+        return None if None in keys else keys
+    return None
+
+
+def function_source(pyfunc, argtypes: tuple[IRType, ...], source_digest: str | None = None
+                    ) -> FunctionSource:
+    return FunctionSource(pyfunc.__qualname__, pyfunc.__module__,
+                          source_digest or source_hash(pyfunc), tuple(argtypes),
+                          captured_constants(pyfunc), pyfunc)

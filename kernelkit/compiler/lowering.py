@@ -1,0 +1,533 @@
+"""Typed IR -> LLVM IR (llvmlite.ir), shared by every target.
+
+`BodyLowering` turns the body of a kernel into LLVM instructions. Everything that
+depends on the hardware (work-item geometry, barriers, where arguments and local
+memory come from, printing, math libraries, what an out-of-bounds access does) is
+asked of a `KernelEnvironment` that the target supplies."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..ir import types as T
+from ..ir.function import Function
+from ..ir.ops import BlockParam, Op, Value
+
+i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+ptr = ir.PointerType()
+
+
+def llvm_type(type: T.IRType) -> ir.Type:
+    """The type of a value in a register."""
+    if isinstance(type, T.ScalarType):
+        if type.is_bool:
+            return i1
+        if type.is_float:
+            return {16: ir.HalfType(), 32: ir.FloatType(), 64: ir.DoubleType()}[type.bits]
+        return ir.IntType(type.bits)
+    if isinstance(type, T.TupleType):
+        return ir.LiteralStructType([llvm_type(t) for t in type.elements])
+    if isinstance(type, T.VoidType):
+        return ir.VoidType()
+    raise TypeError(f"no LLVM register type for {type.name}")
+
+
+def memory_type(type: T.ScalarType) -> ir.Type:
+    """The type of an array element in memory (bools are bytes, as in NumPy)."""
+    return i8 if type.is_bool else llvm_type(type)
+
+
+@dataclass
+class ArrayValue:
+    """An array in LLVM: element pointer, extents and strides (in elements)."""
+
+    data: ir.Value
+    shape: list[ir.Value]
+    strides: list[ir.Value]
+    type: T.ArrayType
+
+
+def c_strides(builder: ir.IRBuilder, shape: list[ir.Value]) -> list[ir.Value]:
+    strides = [ir.Constant(i64, 1)]
+    for extent in reversed(shape[1:]):
+        strides.insert(0, builder.mul(strides[0], extent))
+    return strides
+
+
+class KernelEnvironment:
+    """What the target tells the body lowering. See `backends/cpu` and `backends/cuda`."""
+
+    debug: bool = False
+
+    def argument(self, index: int, param: BlockParam):
+        """The value (or `ArrayValue`) of kernel argument `index`."""
+        raise NotImplementedError
+
+    def geometry(self, builder: ir.IRBuilder, opcode: str, axis: int) -> ir.Value:
+        raise NotImplementedError
+
+    def allocation(self, builder: ir.IRBuilder, op: Op) -> ArrayValue:
+        raise NotImplementedError
+
+    def barrier(self, builder: ir.IRBuilder, after: ir.Block) -> None:
+        """Emit a work-group barrier; execution continues at `after`."""
+        raise NotImplementedError
+
+    def kernel_return(self, builder: ir.IRBuilder) -> None:
+        raise NotImplementedError
+
+    def out_of_bounds(self, builder: ir.IRBuilder, loc, axis: int, index: ir.Value,
+                      extent: ir.Value) -> None:
+        """Report an out-of-bounds access and end the block."""
+        raise NotImplementedError
+
+    def print(self, builder: ir.IRBuilder, format: str, values: list[tuple[ir.Value, T.ScalarType]]):
+        raise NotImplementedError
+
+    def math(self, builder: ir.IRBuilder, name: str, args: list[ir.Value], type: T.ScalarType):
+        raise NotImplementedError
+
+    def is_demoted(self, value: Value) -> bool:
+        return False
+
+    def store_demoted(self, builder: ir.IRBuilder, value: Value, llvm_value: ir.Value) -> None:
+        raise NotImplementedError
+
+    def load_demoted(self, builder: ir.IRBuilder, value: Value) -> ir.Value:
+        raise NotImplementedError
+
+    def address_space(self, array: T.ArrayType) -> int:
+        return 0
+
+
+_INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_FLOAT_COMPARE = {"eq": ("==", True), "ne": ("!=", False), "lt": ("<", True),
+                  "le": ("<=", True), "gt": (">", True), "ge": (">=", True)}
+
+
+class BodyLowering:
+    def __init__(self, env: KernelEnvironment, function: Function, llvm_function: ir.Function):
+        self.env = env
+        self.function = function
+        self.llvm_function = llvm_function
+        self.module = llvm_function.module
+        self.values: dict[Value, object] = {}
+        self.blocks: dict = {}
+        self.phis: dict[BlockParam, ir.PhiInstr] = {}
+
+    # -- driver ---------------------------------------------------------------------------
+
+    def lower(self, builder: ir.IRBuilder) -> None:
+        """Lower the body starting at the builder's current block."""
+        function = self.function
+        for index, param in enumerate(function.params):
+            self.values[param] = self.env.argument(index, param)
+        order = function.reachable_blocks()
+        for block in order[1:]:
+            self.blocks[block] = self.llvm_function.append_basic_block()
+        self.blocks[order[0]] = builder.block
+        for block in order:
+            builder.position_at_end(self.blocks[block])
+            if block is not order[0]:
+                for param in block.params:
+                    self.phis[param] = builder.phi(llvm_type(param.type))
+                for param in block.params:
+                    self.define(builder, param, self.phis[param])
+            for op in block.ops:
+                self.lower_op(builder, op)
+
+    def define(self, builder: ir.IRBuilder, value: Value, llvm_value) -> None:
+        self.values[value] = llvm_value
+        if self.env.is_demoted(value):
+            self.env.store_demoted(builder, value, llvm_value)
+
+    def use(self, builder: ir.IRBuilder, value: Value):
+        if self.env.is_demoted(value):
+            return self.env.load_demoted(builder, value)
+        return self.values[value]
+
+    def lower_op(self, builder: ir.IRBuilder, op: Op) -> None:
+        handler = getattr(self, "op_" + op.opcode, None)
+        if handler is None:
+            handler = self.op_binary if op.opcode in _BINARY_HANDLERS else None
+        if handler is None:
+            raise NotImplementedError(f"no LLVM lowering for '{op.opcode}'")
+        result = handler(builder, op)
+        if result is not None:
+            self.define(builder, op, result)
+
+    def operands(self, builder, op: Op) -> list:
+        return [self.use(builder, v) for v in op.operands]
+
+    # -- control flow ---------------------------------------------------------------------
+
+    def branch_args(self, builder, successor) -> None:
+        for param, arg in zip(successor.block.params, successor.args):
+            self.phis[param].add_incoming(self.use(builder, arg), builder.block)
+
+    def op_br(self, builder, op: Op):
+        (successor,) = op.successors
+        self.branch_args(builder, successor)
+        builder.branch(self.blocks[successor.block])
+
+    def op_cbr(self, builder, op: Op):
+        condition = self.use(builder, op.operands[0])
+        then, orelse = op.successors
+        self.branch_args(builder, then)
+        self.branch_args(builder, orelse)
+        builder.cbranch(condition, self.blocks[then.block], self.blocks[orelse.block])
+
+    def op_ret(self, builder, op: Op):
+        self.env.kernel_return(builder)
+
+    def op_barrier(self, builder, op: Op):
+        after = self.llvm_function.append_basic_block("after_barrier")
+        self.env.barrier(builder, after)
+        builder.position_at_end(after)
+
+    # -- values ---------------------------------------------------------------------------
+
+    def op_const(self, builder, op: Op):
+        value = op.attrs["value"]
+        return ir.Constant(llvm_type(op.type), int(value) if not op.type.is_float else value)
+
+    def op_tuple(self, builder, op: Op):
+        result = ir.Constant(llvm_type(op.type), ir.Undefined)
+        for index, value in enumerate(self.operands(builder, op)):
+            result = builder.insert_value(result, value, index)
+        return result
+
+    def op_extract(self, builder, op: Op):
+        return builder.extract_value(self.use(builder, op.operands[0]), op.attrs["index"])
+
+    def op_local_id(self, builder, op: Op):
+        return self.env.geometry(builder, op.opcode, op.attrs["axis"])
+
+    op_group_id = op_ndrange = op_local_id
+
+    def op_select(self, builder, op: Op):
+        return builder.select(*self.operands(builder, op))
+
+    def op_cast(self, builder, op: Op):
+        return convert(builder, self.use(builder, op.operands[0]), op.operands[0].type, op.type)
+
+    def op_math(self, builder, op: Op):
+        return self.env.math(builder, op.attrs["name"], self.operands(builder, op),
+                             op.operands[0].type)
+
+    def op_print(self, builder, op: Op):
+        values = [(self.use(builder, v), v.type) for v in op.operands]
+        self.env.print(builder, op.attrs["format"], values)
+
+    # -- arithmetic -----------------------------------------------------------------------
+
+    def op_binary(self, builder, op: Op):
+        a, b = self.operands(builder, op)
+        return _BINARY_HANDLERS[op.opcode](builder, a, b, op.operands[0].type, self.env)
+
+    def op_eq(self, builder, op: Op):
+        a, b = self.operands(builder, op)
+        type = op.operands[0].type
+        if type.is_float:
+            symbol, ordered = _FLOAT_COMPARE[op.opcode]
+            compare = builder.fcmp_ordered if ordered else builder.fcmp_unordered
+            return compare(symbol, a, b)
+        compare = builder.icmp_signed if type.is_signed else builder.icmp_unsigned
+        return compare(_INT_COMPARE[op.opcode], a, b)
+
+    op_ne = op_lt = op_le = op_gt = op_ge = op_eq
+
+    def op_neg(self, builder, op: Op):
+        (a,) = self.operands(builder, op)
+        return builder.fneg(a) if op.type.is_float else builder.neg(a)
+
+    def op_not(self, builder, op: Op):
+        (a,) = self.operands(builder, op)
+        return builder.not_(a)
+
+    op_invert = op_not
+
+    def op_abs(self, builder, op: Op):
+        (a,) = self.operands(builder, op)
+        if op.type.is_float:
+            return call_intrinsic(builder, "llvm.fabs", [a])
+        if not op.type.is_signed:
+            return a
+        return builder.select(builder.icmp_signed("<", a, ir.Constant(a.type, 0)),
+                              builder.neg(a), a)
+
+    # -- memory ---------------------------------------------------------------------------
+
+    def array(self, value: Value) -> ArrayValue:
+        return self.values[value]
+
+    def op_dim(self, builder, op: Op):
+        return self.array(op.operands[0]).shape[op.attrs["axis"]]
+
+    def op_localmem(self, builder, op: Op):
+        self.values[op] = self.env.allocation(builder, op)
+
+    op_private = op_localmem
+
+    def address(self, builder, op: Op, count: int):
+        array = self.array(op.operands[0])
+        indices = self.operands(builder, op)[1:1 + count]
+        offset = None
+        for axis, (index, stride) in enumerate(zip(indices, array.strides)):
+            if self.env.debug:
+                self.check_bounds(builder, op, axis, index, array.shape[axis])
+            term = index if _is_one(stride) else builder.mul(index, stride)
+            offset = term if offset is None else builder.add(offset, term)
+        if offset is None:
+            offset = ir.Constant(i64, 0)
+        return builder.gep(array.data, [offset], source_etype=memory_type(array.type.dtype))
+
+    def check_bounds(self, builder, op: Op, axis: int, index, extent) -> None:
+        inside = builder.icmp_unsigned("<", index, extent)
+        fail = self.llvm_function.append_basic_block("out_of_bounds")
+        good = self.llvm_function.append_basic_block("in_bounds")
+        builder.cbranch(inside, good, fail)
+        builder.position_at_end(fail)
+        self.env.out_of_bounds(builder, op.loc, axis, index, extent)
+        builder.position_at_end(good)
+
+    def op_load(self, builder, op: Op):
+        array_type = op.operands[0].type
+        address = self.address(builder, op, array_type.ndim)
+        value = builder.load(address, typ=memory_type(array_type.dtype))
+        if array_type.const:
+            # Const arrays are read-only for the whole launch.
+            value.set_metadata("invariant.load", self.module.add_metadata([]))
+        if array_type.dtype.is_bool:
+            value = builder.icmp_unsigned("!=", value, ir.Constant(i8, 0))
+        return value
+
+    def op_store(self, builder, op: Op):
+        array_type = op.operands[0].type
+        address = self.address(builder, op, array_type.ndim)
+        value = self.use(builder, op.operands[-1])
+        if array_type.dtype.is_bool:
+            value = builder.zext(value, i8)
+        builder.store(value, address)
+
+    def op_atomic(self, builder, op: Op):
+        array_type = op.operands[0].type
+        address = self.address(builder, op, array_type.ndim)
+        value = self.use(builder, op.operands[-1])
+        dtype = array_type.dtype
+        name = op.attrs["op"]
+        if dtype.is_float:
+            llvm_op = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax",
+                       "exchange": "xchg"}[name]
+        else:
+            llvm_op = {"add": "add", "sub": "sub", "and": "and", "or": "or", "xor": "xor",
+                       "exchange": "xchg", "min": "min" if dtype.is_signed else "umin",
+                       "max": "max" if dtype.is_signed else "umax"}[name]
+        return builder.atomic_rmw(llvm_op, address, value, "monotonic")
+
+    def op_atomic_cas(self, builder, op: Op):
+        array_type = op.operands[0].type
+        address = self.address(builder, op, array_type.ndim)
+        expected, new = (self.use(builder, v) for v in op.operands[-2:])
+        dtype = array_type.dtype
+        if dtype.is_float:
+            as_int = ir.IntType(dtype.bits)
+            pair = builder.cmpxchg(address, builder.bitcast(expected, as_int),
+                                   builder.bitcast(new, as_int), "monotonic", "monotonic")
+            return builder.bitcast(builder.extract_value(pair, 0), llvm_type(dtype))
+        pair = builder.cmpxchg(address, expected, new, "monotonic", "monotonic")
+        return builder.extract_value(pair, 0)
+
+
+def _is_one(value) -> bool:
+    return isinstance(value, ir.Constant) and value.constant == 1
+
+
+# -- conversions and arithmetic -----------------------------------------------------------
+
+def convert(builder: ir.IRBuilder, value: ir.Value, source: T.ScalarType,
+            target: T.ScalarType) -> ir.Value:
+    if source.strong == target.strong:
+        return value
+    to = llvm_type(target)
+    if target.is_bool:
+        if source.is_float:
+            return builder.fcmp_unordered("!=", value, ir.Constant(value.type, 0.0))
+        return builder.icmp_unsigned("!=", value, ir.Constant(value.type, 0))
+    if source.is_float and target.is_float:
+        return builder.fpext(value, to) if target.bits > source.bits else builder.fptrunc(value, to)
+    if source.is_float:
+        name = "llvm.fptosi.sat" if target.is_signed else "llvm.fptoui.sat"
+        return call_intrinsic(builder, name, [value], to)
+    if target.is_float:
+        if source.is_signed:
+            return builder.sitofp(value, to)
+        return builder.uitofp(value, to)
+    if target.bits == source.bits:
+        return value
+    if target.bits < source.bits:
+        return builder.trunc(value, to)
+    return builder.sext(value, to) if source.is_signed else builder.zext(value, to)
+
+
+def call_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
+                   return_type: ir.Type | None = None) -> ir.Value:
+    module = builder.module
+    types = [a.type for a in args]
+    suffix_types = ([return_type] if return_type is not None else []) + [types[0]]
+    full_name = name + "".join("." + _mangle(t) for t in suffix_types)
+    function = module.globals.get(full_name)
+    if function is None:
+        function_type = ir.FunctionType(return_type or types[0], types)
+        function = ir.Function(module, function_type, full_name)
+    return builder.call(function, args)
+
+
+def _mangle(type: ir.Type) -> str:
+    if isinstance(type, ir.IntType):
+        return f"i{type.width}"
+    if isinstance(type, ir.VectorType):
+        return f"v{type.count}{_mangle(type.element)}"
+    return {"half": "f16", "float": "f32", "double": "f64"}[str(type)]
+
+
+def _add(b, x, y, t, env):
+    return b.fadd(x, y) if t.is_float else b.add(x, y)
+
+
+def _sub(b, x, y, t, env):
+    return b.fsub(x, y) if t.is_float else b.sub(x, y)
+
+
+def _mul(b, x, y, t, env):
+    return b.fmul(x, y) if t.is_float else b.mul(x, y)
+
+
+def _truediv(b, x, y, t, env):
+    return b.fdiv(x, y)
+
+
+def _float_divmod(b, x, y):
+    """NumPy's floor division and remainder for floats."""
+    zero = ir.Constant(x.type, 0.0)
+    mod = b.frem(x, y)
+    div = b.fdiv(b.fsub(x, mod), y)
+    adjust = b.and_(b.fcmp_unordered("!=", mod, zero),
+                    b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)))
+    mod = b.select(adjust, b.fadd(mod, y), mod)
+    div = b.select(adjust, b.fsub(div, ir.Constant(x.type, 1.0)), div)
+    floored = call_intrinsic(b, "llvm.floor", [div])
+    floored = b.select(b.fcmp_ordered(">", b.fsub(div, floored), ir.Constant(x.type, 0.5)),
+                       b.fadd(floored, ir.Constant(x.type, 1.0)), floored)
+    quotient = b.fdiv(x, y)
+    floordiv = b.select(b.fcmp_ordered("==", div, zero),
+                        call_intrinsic(b, "llvm.copysign", [zero, quotient]), floored)
+    floordiv = b.select(b.fcmp_ordered("==", y, zero), quotient, floordiv)
+    mod = b.select(b.fcmp_ordered("==", mod, zero),
+                   call_intrinsic(b, "llvm.copysign", [zero, y]), mod)
+    return floordiv, mod
+
+
+def _int_divmod(b, x, y, t):
+    """Python's floor division and remainder for integers; division by zero gives 0 (as
+    NumPy does) instead of a hardware trap."""
+    zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
+    is_zero = b.icmp_unsigned("==", y, zero)
+    if t.is_signed:
+        # INT_MIN // -1 also traps on x86; dividing by 1 and negating gives NumPy's answer.
+        minus_one = b.icmp_signed("==", y, ir.Constant(x.type, -1))
+        safe = b.select(b.or_(is_zero, minus_one), one, y)
+        quotient, remainder = b.sdiv(x, safe), b.srem(x, safe)
+        quotient = b.select(minus_one, b.neg(x), quotient)
+        adjust = b.and_(b.icmp_signed("!=", remainder, zero),
+                        b.icmp_signed("<", b.xor(remainder, y), zero))
+        quotient = b.select(adjust, b.sub(quotient, one), quotient)
+        remainder = b.select(adjust, b.add(remainder, y), remainder)
+    else:
+        safe = b.select(is_zero, one, y)
+        quotient, remainder = b.udiv(x, safe), b.urem(x, safe)
+    return b.select(is_zero, zero, quotient), b.select(is_zero, zero, remainder)
+
+
+def _floordiv(b, x, y, t, env):
+    return (_float_divmod(b, x, y) if t.is_float else _int_divmod(b, x, y, t))[0]
+
+
+def _mod(b, x, y, t, env):
+    return (_float_divmod(b, x, y) if t.is_float else _int_divmod(b, x, y, t))[1]
+
+
+def _pow(b, x, y, t, env):
+    if t.is_float:
+        return env.math(b, "pow", [x, y], t)
+    # Exponentiation by squaring; a negative exponent gives 0 (NumPy raises instead).
+    function = b.function
+    start = b.block
+    loop = function.append_basic_block("ipow")
+    done = function.append_basic_block("ipow_done")
+    one = ir.Constant(x.type, 1)
+    b.branch(loop)
+    b.position_at_end(loop)
+    result = b.phi(x.type)
+    base = b.phi(x.type)
+    exponent = b.phi(x.type)
+    result.add_incoming(one, start)
+    base.add_incoming(x, start)
+    exponent.add_incoming(y, start)
+    odd = b.trunc(exponent, i1)
+    new_result = b.select(odd, b.mul(result, base), result)
+    new_base = b.mul(base, base)
+    new_exponent = b.lshr(exponent, one) if not t.is_signed else b.ashr(exponent, one)
+    body_end = b.block
+    result.add_incoming(new_result, body_end)
+    base.add_incoming(new_base, body_end)
+    exponent.add_incoming(new_exponent, body_end)
+    positive = b.icmp_signed(">", new_exponent, ir.Constant(x.type, 0)) if t.is_signed else \
+        b.icmp_unsigned("!=", new_exponent, ir.Constant(x.type, 0))
+    b.cbranch(positive, loop, done)
+    b.position_at_end(done)
+    if t.is_signed:
+        negative = b.icmp_signed("<", y, ir.Constant(x.type, 0))
+        return b.select(negative, ir.Constant(x.type, 0),
+                        b.select(b.icmp_signed("==", y, ir.Constant(x.type, 0)), one, new_result))
+    return b.select(b.icmp_unsigned("==", y, ir.Constant(x.type, 0)), one, new_result)
+
+
+def _min(b, x, y, t, env):
+    if t.is_float:
+        return b.select(b.fcmp_ordered("<", y, x), y, x)
+    less = b.icmp_signed("<", y, x) if t.is_signed else b.icmp_unsigned("<", y, x)
+    return b.select(less, y, x)
+
+
+def _max(b, x, y, t, env):
+    if t.is_float:
+        return b.select(b.fcmp_ordered(">", y, x), y, x)
+    greater = b.icmp_signed(">", y, x) if t.is_signed else b.icmp_unsigned(">", y, x)
+    return b.select(greater, y, x)
+
+
+def _and(b, x, y, t, env):
+    return b.and_(x, y)
+
+
+def _or(b, x, y, t, env):
+    return b.or_(x, y)
+
+
+def _xor(b, x, y, t, env):
+    return b.xor(x, y)
+
+
+def _shl(b, x, y, t, env):
+    return b.shl(x, y)
+
+
+def _shr(b, x, y, t, env):
+    return b.ashr(x, y) if t.is_signed else b.lshr(x, y)
+
+
+_BINARY_HANDLERS = {"add": _add, "sub": _sub, "mul": _mul, "truediv": _truediv,
+                    "floordiv": _floordiv, "mod": _mod, "pow": _pow, "min": _min, "max": _max,
+                    "and": _and, "or": _or, "xor": _xor, "shl": _shl, "shr": _shr}

@@ -1,0 +1,366 @@
+"""How each function a kernel may call is translated: a table from the Python object
+(`kk.index`, `math.sqrt`, `min`, `np.float32` ...) to a handler that emits IR.
+
+Adding a function to the language is one entry here (and, for a new math function,
+one entry in each target's math table)."""
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import math
+
+import numpy as np
+
+from .. import lang
+from ..ir import types as T
+from ..lang import intrinsics as kk
+from .values import PyConst, const_value, is_const
+
+_HANDLERS: dict[int, object] = {}
+_KEEPALIVE: list = []  # the objects whose ids key _HANDLERS
+
+
+def lookup_intrinsic(obj):
+    try:
+        return _HANDLERS.get(id(obj))
+    except TypeError:
+        return None
+
+
+def handles(*objects):
+    def register(handler):
+        for obj in objects:
+            _HANDLERS[id(obj)] = handler
+            _KEEPALIVE.append(obj)
+        return handler
+    return register
+
+
+def positional(tr, node: ast.Call, minimum: int, maximum: int, name: str,
+               keywords: tuple[str, ...] = ()):
+    allowed = set(keywords)
+    for keyword in node.keywords:
+        if keyword.arg not in allowed:
+            raise tr.error(f"{name}() got an unexpected keyword argument '{keyword.arg}'", node)
+    if not minimum <= len(node.args) <= maximum:
+        expected = str(minimum) if minimum == maximum else f"{minimum} to {maximum}"
+        raise tr.error(f"{name}() takes {expected} arguments, got {len(node.args)}", node)
+    args = [tr.expr(a) for a in node.args]
+    kwargs = {k.arg: tr.expr(k.value) for k in node.keywords}
+    return args, kwargs
+
+
+# -- work-item geometry -------------------------------------------------------------------
+
+def geometry(tr, opcode: str, axis: int):
+    return tr.builder.op(opcode, [], T.int64, {"axis": axis})
+
+
+def group_sizes(tr):
+    return tr.context.workgroupsize
+
+
+def linearize(tr, indices, extents, node):
+    """Row-major (C order) position of `indices` in a grid of `extents`."""
+    result = indices[0]
+    for index, extent in zip(indices[1:], extents[1:]):
+        result = tr.binary("add", tr.binary("mul", result, extent, node), index, node)
+    return result
+
+
+@handles(kk.index)
+def index_(tr, node):
+    args, kwargs = positional(tr, node, 1, 2, "kk.index")
+    kind = args[0]
+    style = args[1] if len(args) > 1 else PyConst(kk.Linear)
+    if not (isinstance(kind, PyConst) and isinstance(kind.value, kk.IndexKind)):
+        raise tr.error("kk.index needs kk.Global, kk.Local or kk.Group as its first argument", node)
+    if not (isinstance(style, PyConst) and isinstance(style.value, kk.IndexStyle)):
+        raise tr.error("kk.index's second argument must be kk.Linear, kk.Cartesian or kk.NTuple",
+                       node)
+    sizes = group_sizes(tr)
+    ndim = len(sizes)
+    if kind.value is kk.Local:
+        indices = [geometry(tr, "local_id", d) for d in range(ndim)]
+        extents = [tr.constant(s, T.int64) for s in sizes]
+    elif kind.value is kk.Group:
+        indices = [geometry(tr, "group_id", d) for d in range(ndim)]
+        extents = [number_of_groups(tr, d, node) for d in range(ndim)]
+    else:
+        indices = [tr.binary("add", tr.binary("mul", geometry(tr, "group_id", d),
+                                              tr.constant(sizes[d], T.int64), node),
+                             geometry(tr, "local_id", d), node) for d in range(ndim)]
+        extents = [geometry(tr, "ndrange", d) for d in range(ndim)]
+    if style.value is kk.Linear:
+        return linearize(tr, indices, extents, node)
+    return tr.make_tuple(indices)
+
+
+def number_of_groups(tr, axis, node):
+    size = tr.constant(group_sizes(tr)[axis], T.int64)
+    extent = geometry(tr, "ndrange", axis)
+    return tr.binary("floordiv", tr.binary("sub", tr.binary("add", extent, size, node),
+                                           tr.constant(1, T.int64), node), size, node)
+
+
+@handles(kk.groupsize)
+def groupsize_(tr, node):
+    positional(tr, node, 0, 0, "kk.groupsize")
+    return tr.make_tuple([tr.constant(s, T.int64) for s in group_sizes(tr)])
+
+
+@handles(kk.ndrange)
+def ndrange_(tr, node):
+    positional(tr, node, 0, 0, "kk.ndrange")
+    return tr.make_tuple([geometry(tr, "ndrange", d) for d in range(len(group_sizes(tr)))])
+
+
+# -- memory -------------------------------------------------------------------------------
+
+def dtype_argument(tr, value, node, name) -> T.ScalarType:
+    if isinstance(value, PyConst):
+        try:
+            scalar = T.from_numpy(value.value) if value.value not in (int, float, bool) else \
+                {int: T.int64, float: T.float64, bool: T.bool_}[value.value]
+        except TypeError:
+            scalar = None
+        if scalar is not None:
+            return scalar
+    raise tr.error(f"{name} needs a NumPy dtype such as np.float32 as its first argument", node)
+
+
+def static_shape(tr, value, node, name) -> tuple[int, ...]:
+    elements = []
+    if tr.is_scalar(value):
+        elements = [value]
+    elif isinstance(value, PyConst) and isinstance(value.value, tuple):
+        elements = [tr.python_value(v, node) for v in value.value]
+    elif hasattr(value, "type") and isinstance(value.type, T.TupleType):
+        elements = [tr.extract(value, i) for i in range(len(value.type.elements))]
+    shape = []
+    for element in elements:
+        if not (is_const(element) and isinstance(const_value(element), int)
+                and not isinstance(const_value(element), bool)):
+            raise tr.error(f"the shape of {name} must be known when the kernel is compiled", node,
+                           hint="use integer literals, module-level or closure constants, or "
+                                "kk.groupsize() with a static workgroupsize")
+        shape.append(const_value(element))
+    if not shape or any(s <= 0 for s in shape):
+        raise tr.error(f"the shape of {name} must be positive integers, got {tuple(shape)}", node)
+    return tuple(shape)
+
+
+def allocation(space: str, name: str):
+    def handler(tr, node):
+        args, _ = positional(tr, node, 2, 2, name)
+        dtype = dtype_argument(tr, args[0], node, name)
+        shape = static_shape(tr, args[1], node, name)
+        array = T.ArrayType(dtype, len(shape), "C", space=space, shape=shape)
+        return tr.builder.op(space, [], array)
+    return handler
+
+
+handles(kk.localmem)(allocation("localmem", "kk.localmem"))
+handles(kk.private)(allocation("private", "kk.private"))
+
+
+@handles(kk.synchronize)
+def barrier(tr, node):
+    if node.args or node.keywords:
+        raise tr.error("inside a kernel, kk.synchronize() takes no arguments: it is the "
+                       "work-group barrier", node)
+    tr.builder.op("barrier", [])
+    return PyConst(None)
+
+
+# -- atomics ------------------------------------------------------------------------------
+
+def atomic_target(tr, args, node, name):
+    array = args[0]
+    if not (hasattr(array, "type") and isinstance(array.type, T.ArrayType)):
+        raise tr.error(f"{name} needs an array as its first argument", node)
+    if array.type.const:
+        raise tr.error(f"{name} cannot update a kk.Const array", node,
+                       hint="remove the kk.Const annotation")
+    return array, tr.array_indices(array, args[1], node)
+
+
+def atomic(op_name):
+    def handler(tr, node):
+        name = f"kk.atomic_{op_name}" + ("_" if op_name in ("and", "or") else "")
+        args, _ = positional(tr, node, 3, 3, name)
+        array, indices = atomic_target(tr, args, node, name)
+        dtype = array.type.dtype
+        if dtype.is_bool or dtype.bits < 32 and not (dtype.is_float and op_name in ("add", "sub")):
+            raise tr.error(f"{name} needs an array of 32- or 64-bit numbers, got {dtype.name}",
+                           node)
+        if op_name in ("and", "or", "xor") and not dtype.is_integer:
+            raise tr.error(f"{name} needs an integer array, got {dtype.name}", node)
+        tr.require_scalar(args[2], node)
+        value = tr.cast(args[2], dtype)
+        return tr.builder.op("atomic", [array, *indices, value], dtype, {"op": op_name})
+    return handler
+
+
+for _function, _op in kk.ATOMICS.items():
+    handles(_function)(atomic(_op))
+
+
+@handles(kk.atomic_cas)
+def atomic_cas(tr, node):
+    args, _ = positional(tr, node, 4, 4, "kk.atomic_cas")
+    array, indices = atomic_target(tr, args, node, "kk.atomic_cas")
+    dtype = array.type.dtype
+    if dtype.bits < 32 or dtype.is_bool:
+        raise tr.error(f"kk.atomic_cas needs an array of 32- or 64-bit numbers, got {dtype.name}",
+                       node)
+    expected, new = (tr.cast(v, dtype) for v in args[2:])
+    return tr.builder.op("atomic_cas", [array, *indices, expected, new], dtype)
+
+
+# -- printing -----------------------------------------------------------------------------
+
+@handles(kk.print_, builtins.print)
+def print_(tr, node):
+    args, kwargs = positional(tr, node, 0, 64, "kk.print", keywords=("sep", "end"))
+    options = {}
+    for key, default in (("sep", " "), ("end", "\n")):
+        value = kwargs.get(key, PyConst(default))
+        if not (isinstance(value, PyConst) and isinstance(value.value, str)):
+            raise tr.error(f"kk.print's {key}= must be a string constant", node)
+        options[key] = value.value
+    pieces, values = [], []
+    for arg in args:
+        if isinstance(arg, PyConst):
+            pieces.append(str(arg.value).replace("{", "{{").replace("}", "}}"))
+        elif tr.is_scalar(arg):
+            pieces.append("{}")
+            values.append(arg)
+        else:
+            raise tr.error(f"kk.print can print numbers and strings, not a {arg.type.name}", node)
+    text = options["sep"].join(pieces) + options["end"]
+    tr.builder.op("print", values, T.void, {"format": text})
+    return PyConst(None)
+
+
+# -- Python builtins and casts ------------------------------------------------------------
+
+@handles(builtins.min, builtins.max)
+def min_max(tr, node):
+    name = "min" if lookup_name(tr, node) is builtins.min else "max"
+    args, _ = positional(tr, node, 1, 64, name)
+    if len(args) == 1:
+        args = [tr.extract(args[0], i) for i in range(tr.tuple_length(args[0], node))]
+    if len(args) < 2:
+        raise tr.error(f"{name}() needs at least two values", node)
+    return functools.reduce(lambda a, b: tr.binary(name, a, b, node), args)
+
+
+def lookup_name(tr, node):
+    value = tr.expr(node.func)
+    return value.value if isinstance(value, PyConst) else None
+
+
+@handles(builtins.abs, np.abs, np.absolute)
+def abs_(tr, node):
+    (value,), _ = positional(tr, node, 1, 1, "abs")
+    tr.require_scalar(value, node)
+    if value.type.is_bool:
+        value = tr.cast(value, T.weak_int)
+    return tr.unary("abs", value, node)
+
+
+def cast_to(target: T.ScalarType, name: str):
+    def handler(tr, node):
+        args, _ = positional(tr, node, 0, 1, name)
+        if not args:
+            return tr.constant(0, target)
+        tr.require_scalar(args[0], node)
+        return tr.cast(args[0], target)
+    return handler
+
+
+handles(builtins.int)(cast_to(T.weak_int, "int"))
+handles(builtins.float)(cast_to(T.weak_float, "float"))
+handles(builtins.bool)(cast_to(T.bool_, "bool"))
+for _scalar in T.SCALAR_TYPES:
+    handles(_scalar.numpy_dtype.type)(cast_to(_scalar, _scalar.numpy_dtype.name))
+
+
+@handles(builtins.len)
+def len_(tr, node):
+    (value,), _ = positional(tr, node, 1, 1, "len")
+    if hasattr(value, "type") and isinstance(value.type, T.ArrayType):
+        return tr.array_dim(value, 0)
+    return tr.constant(tr.tuple_length(value, node), T.weak_int)
+
+
+@handles(builtins.range)
+def range_(tr, node):
+    raise tr.error("range() can only be used as the iterable of a for loop", node)
+
+
+# -- math ---------------------------------------------------------------------------------
+
+UNARY_MATH = ("sqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
+              "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+              "fabs", "floor", "ceil", "trunc", "rint", "erf", "erfc", "gamma", "lgamma", "cbrt")
+BINARY_MATH = ("pow", "atan2", "hypot", "fmod", "copysign", "fmin", "fmax")
+PREDICATES = ("isnan", "isinf", "isfinite")
+
+
+def math_function(name: str, arity: int, rounds_to_int: bool = False):
+    def handler(tr, node):
+        args, _ = positional(tr, node, arity, arity, name)
+        for arg in args:
+            tr.require_scalar(arg, node)
+        operand_type = functools.reduce(T.promote, [a.type for a in args])
+        if not operand_type.is_float:
+            operand_type = T.weak_float if operand_type.weak else T.float64
+        operands = [tr.cast(a, operand_type) for a in args]
+        if name in PREDICATES:
+            return tr.emit("math", operands, T.bool_, {"name": name})
+        result = tr.emit("math", operands, operand_type, {"name": name})
+        if rounds_to_int:
+            return tr.cast(result, T.weak_int)
+        return result
+    return handler
+
+
+for _name in UNARY_MATH + PREDICATES:
+    if hasattr(math, _name):
+        handles(getattr(math, _name))(
+            math_function(_name, 1, rounds_to_int=_name in ("floor", "ceil", "trunc")))
+    if hasattr(lang.math, _name):
+        handles(getattr(lang.math, _name))(math_function(_name, 1))
+for _name in BINARY_MATH:
+    if hasattr(math, _name):
+        handles(getattr(math, _name))(math_function(_name, 2))
+    if hasattr(lang.math, _name):
+        handles(getattr(lang.math, _name))(math_function(_name, 2))
+
+_NUMPY_UFUNCS = {
+    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
+    "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "rint": np.rint, "cbrt": np.cbrt, "isnan": np.isnan, "isinf": np.isinf,
+    "isfinite": np.isfinite, "pow": np.power, "atan2": np.arctan2, "hypot": np.hypot,
+    "fmod": np.fmod, "copysign": np.copysign, "fmin": np.fmin, "fmax": np.fmax,
+}
+for _name, _ufunc in _NUMPY_UFUNCS.items():
+    handles(_ufunc)(math_function(_name, 2 if _name in BINARY_MATH else 1))
+
+
+@handles(math.degrees, math.radians)
+def degrees_radians(tr, node):
+    args, _ = positional(tr, node, 1, 1, "math.degrees")
+    factor = 180.0 / math.pi if lookup_name(tr, node) is math.degrees else math.pi / 180.0
+    value = args[0]
+    tr.require_scalar(value, node)
+    if not value.type.is_float:
+        value = tr.cast(value, T.weak_float if value.type.weak else T.float64)
+    return tr.binary("mul", value, tr.constant(factor, T.weak_float), node)
+

@@ -1,0 +1,41 @@
+"""What a name can stand for while a kernel is translated.
+
+A name is bound either to an IR `Value` (known at run time) or to a `PyConst`
+(a Python object known at compile time: a module, a function, a dtype, `kk.Global`).
+Numbers known at compile time become IR constants, so that folding sees them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir.ops import Value
+
+
+@dataclass(frozen=True, slots=True)
+class PyConst:
+    value: Any
+
+
+class _Undefined:
+    """A name bound on some paths but not on others."""
+
+    def __repr__(self) -> str:
+        return "<undefined>"
+
+
+UNDEFINED = _Undefined()
+
+FrontendValue = Value | PyConst
+
+
+def const_value(value: Value) -> Any:
+    """The compile-time value of an IR constant, or None."""
+    opcode = getattr(value, "opcode", None)
+    if opcode == "const":
+        return value.attrs["value"]
+    return None
+
+
+def is_const(value) -> bool:
+    return getattr(value, "opcode", None) == "const"

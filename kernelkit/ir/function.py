@@ -1,0 +1,117 @@
+"""Blocks, functions and modules: the containers of the IR."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ops import BlockParam, Op
+from .types import IRType, void
+
+
+class Block:
+    __slots__ = ("params", "ops", "function")
+
+    def __init__(self, param_types: tuple[IRType, ...] = ()):
+        self.params: list[BlockParam] = [BlockParam(t, self) for t in param_types]
+        self.ops: list[Op] = []
+        self.function: Function | None = None
+
+    def add_param(self, type: IRType, hint: str = "") -> BlockParam:
+        param = BlockParam(type, self, hint)
+        self.params.append(param)
+        return param
+
+    def append(self, op: Op) -> Op:
+        op.block = self
+        self.ops.append(op)
+        return op
+
+    def insert_before_terminator(self, op: Op) -> Op:
+        op.block = self
+        self.ops.insert(len(self.ops) - 1 if self.is_terminated else len(self.ops), op)
+        return op
+
+    @property
+    def terminator(self) -> Op | None:
+        return self.ops[-1] if self.ops and self.ops[-1].is_terminator else None
+
+    @property
+    def is_terminated(self) -> bool:
+        return self.terminator is not None
+
+    @property
+    def successors(self) -> list[Block]:
+        terminator = self.terminator
+        return [s.block for s in terminator.successors] if terminator else []
+
+
+@dataclass(eq=False)
+class Function:
+    """A kernel or a device function. The entry block's parameters are the arguments."""
+
+    name: str
+    arg_names: list[str]
+    return_type: IRType = void
+    is_kernel: bool = False
+    blocks: list[Block] = field(default_factory=list)
+    source_file: str = ""
+
+    @property
+    def entry(self) -> Block:
+        return self.blocks[0]
+
+    @property
+    def params(self):
+        return self.entry.params
+
+    def add_block(self, block: Block) -> Block:
+        block.function = self
+        self.blocks.append(block)
+        return block
+
+    def ops(self):
+        for block in self.blocks:
+            yield from block.ops
+
+    def predecessors(self) -> dict[Block, list[Block]]:
+        preds: dict[Block, list[Block]] = {b: [] for b in self.blocks}
+        for block in self.blocks:
+            for successor in block.successors:
+                preds[successor].append(block)
+        return preds
+
+    def reachable_blocks(self) -> list[Block]:
+        """Blocks reachable from the entry, in reverse post-order."""
+        seen, order = set(), []
+
+        def visit(block):
+            stack = [(block, iter(block.successors))]
+            seen.add(block)
+            while stack:
+                current, successors = stack[-1]
+                for successor in successors:
+                    if successor not in seen:
+                        seen.add(successor)
+                        stack.append((successor, iter(successor.successors)))
+                        break
+                else:
+                    stack.pop()
+                    order.append(current)
+
+        visit(self.entry)
+        order.reverse()
+        return order
+
+
+@dataclass(eq=False)
+class Module:
+    """A kernel and every function it calls. `functions` is ordered: the kernel first."""
+
+    functions: dict[str, Function] = field(default_factory=dict)
+
+    @property
+    def kernel(self) -> Function:
+        return next(iter(self.functions.values()))
+
+    def add(self, function: Function) -> Function:
+        self.functions[function.name] = function
+        return function

@@ -1,0 +1,2 @@
+"""The user-facing kernel language: `@kernel`, index kinds, intrinsic stubs, math twins."""
+from . import intrinsics, math

@@ -1,0 +1,163 @@
+"""`@kernel`, launching, and reflection.
+
+`k(backend, workgroupsize=None, ndrange=None)` gives a `Launcher`; calling it with the
+arguments launches. Each distinct (backend, workgroupsize, argument types) is compiled
+once; later launches find it with one dictionary lookup."""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from ..errors import CompileError, KernelkitError, LaunchError
+from ..runtime.arguments import array_type_of
+from ..runtime.geometry import as_sizes
+from .intrinsics import Const
+
+
+class Kernel:
+    __kernelkit_kernel__ = True
+
+    def __init__(self, function):
+        if not inspect.isfunction(function):
+            raise KernelkitError(f"@kk.kernel decorates a plain Python function, not "
+                                 f"{type(function).__name__}")
+        functools.update_wrapper(self, function)
+        self.function = function
+        self.name = function.__name__
+        signature = inspect.signature(function)
+        self.parameters = list(signature.parameters)
+        self.const = tuple(_is_const(p.annotation, function)
+                           for p in signature.parameters.values())
+        self._specializations: dict = {}
+
+    def __call__(self, backend, workgroupsize=None, ndrange=None) -> Launcher:
+        if not hasattr(backend, "launch"):
+            raise LaunchError(f"kernel '{self.name}': the first argument must be a backend such "
+                              f"as kk.CPU(), got {type(backend).__name__}; launch with "
+                              f"{self.name}(backend, workgroupsize)(args..., ndrange=n)")
+        if workgroupsize is not None:
+            workgroupsize = as_sizes(workgroupsize, "workgroupsize", self.name)
+        if ndrange is not None:
+            ndrange = as_sizes(ndrange, "ndrange", self.name)
+        return Launcher(self, backend, workgroupsize, ndrange)
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.name}>"
+
+    def argument_types(self, backend, args, for_reflection: bool = False) -> tuple:
+        types = []
+        for value, const, name in zip(args, self.const, self.parameters):
+            if for_reflection and isinstance(value, np.ndarray):
+                types.append(array_type_of(value.dtype, value.ndim, value.flags.c_contiguous,
+                                           const, name, self.name))
+            else:
+                types.append(backend.argument_type(value, const, name, self.name))
+        return tuple(types)
+
+    def specialize(self, backend, argtypes: tuple, workgroupsize: tuple[int, ...]):
+        from ..compiler.driver import compile_job
+        job = backend.compiler_job(self.function, argtypes, workgroupsize=workgroupsize)
+        return compile_job(job)
+
+
+class Launcher:
+    __slots__ = ("kernel", "backend", "workgroupsize", "ndrange")
+
+    def __init__(self, kernel: Kernel, backend, workgroupsize, ndrange):
+        self.kernel = kernel
+        self.backend = backend
+        self.workgroupsize = workgroupsize
+        self.ndrange = ndrange
+
+    def geometry(self, ndrange, workgroupsize) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        kernel = self.kernel
+        if ndrange is None:
+            ndrange = self.ndrange
+            if ndrange is None:
+                raise LaunchError(f"kernel '{kernel.name}': no ndrange given; launch with "
+                                  f"{kernel.name}(backend, workgroupsize)(args..., ndrange=n)")
+        else:
+            ndrange = (ndrange,) if type(ndrange) is int and ndrange >= 0 else \
+                as_sizes(ndrange, "ndrange", kernel.name)
+            if self.ndrange is not None and ndrange != self.ndrange:
+                raise LaunchError(f"kernel '{kernel.name}': launched with ndrange={ndrange} but "
+                                  f"created with the static ndrange {self.ndrange}")
+        if workgroupsize is None:
+            workgroupsize = self.workgroupsize
+            if workgroupsize is None:
+                workgroupsize = self.backend.default_workgroupsize(len(ndrange))
+        else:
+            workgroupsize = as_sizes(workgroupsize, "workgroupsize", kernel.name)
+            if self.workgroupsize is not None and workgroupsize != self.workgroupsize:
+                raise LaunchError(f"kernel '{kernel.name}': launched with "
+                                  f"workgroupsize={workgroupsize} but created with the static "
+                                  f"workgroupsize {self.workgroupsize}")
+        if len(workgroupsize) != len(ndrange):
+            raise LaunchError(f"kernel '{kernel.name}': ndrange {ndrange} has {len(ndrange)} "
+                              f"dimensions but workgroupsize {workgroupsize} has "
+                              f"{len(workgroupsize)}")
+        return ndrange, workgroupsize
+
+    def __call__(self, *args, ndrange=None, workgroupsize=None) -> None:
+        kernel = self.kernel
+        if len(args) != len(kernel.parameters):
+            raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} arguments "
+                              f"({', '.join(kernel.parameters)}) but {len(args)} were given")
+        ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)
+        backend = self.backend
+        key = (backend, workgroupsize, tuple(map(backend.argument_key, args)))
+        prepared = kernel._specializations.get(key)
+        if prepared is None:
+            argtypes = kernel.argument_types(backend, args)
+            compiled = kernel.specialize(backend, argtypes, workgroupsize)
+            prepared = backend.prepare(compiled, argtypes, len(ndrange))
+            kernel._specializations[key] = prepared
+        backend.launch(prepared, args, ndrange, workgroupsize)
+
+
+def kernel(function) -> Kernel:
+    """Make a plain Python function a kernel: `@kk.kernel`."""
+    return Kernel(function)
+
+
+def _is_const(annotation, function) -> bool:
+    if annotation is Const:
+        return True
+    if isinstance(annotation, str):
+        try:
+            return eval(annotation, function.__globals__) is Const  # noqa: S307 - an annotation
+        except Exception:
+            return annotation.split(".")[-1] == "Const"
+    return False
+
+
+def _compiled_for_reflection(kernel: Kernel, backend, args, ndrange, workgroupsize):
+    if not isinstance(kernel, Kernel):
+        raise KernelkitError(f"expected a @kk.kernel, got {type(kernel).__name__}")
+    launcher = kernel(backend)
+    ndrange, workgroupsize = launcher.geometry(ndrange, workgroupsize)
+    if len(args) != len(kernel.parameters):
+        raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} arguments but "
+                          f"{len(args)} were given")
+    argtypes = kernel.argument_types(backend, args, for_reflection=True)
+    return kernel.specialize(backend, argtypes, workgroupsize)
+
+
+def code_ir(kernel: Kernel, backend, *args, ndrange=None, workgroupsize=None) -> str:
+    """The kernel's typed IR after optimization, as text."""
+    return _compiled_for_reflection(kernel, backend, args, ndrange, workgroupsize).ir
+
+
+def code_llvm(kernel: Kernel, backend, *args, ndrange=None, workgroupsize=None) -> str:
+    """The kernel's optimized LLVM IR."""
+    return _compiled_for_reflection(kernel, backend, args, ndrange, workgroupsize).llvm_ir
+
+
+def code_native(kernel: Kernel, backend, *args, ndrange=None, workgroupsize=None) -> str:
+    """The kernel's native assembly (PTX on CUDA)."""
+    return _compiled_for_reflection(kernel, backend, args, ndrange, workgroupsize).assembly()
+
+
+__all__ = ["Kernel", "Launcher", "kernel", "code_ir", "code_llvm", "code_native", "CompileError"]

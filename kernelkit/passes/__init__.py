@@ -1,0 +1,10 @@
+"""IR -> IR passes. Each pass is a small frozen dataclass in a file of its own, runnable
+by name (`PASSES`), taking a `Module` and changing it in place."""
+from .cse import CommonSubexpressions
+from .dce import DeadCode
+from .inline import Inline
+from .pipeline import PASSES, Pipeline, run_passes
+from .simplify import Simplify
+
+__all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
+           "CommonSubexpressions"]

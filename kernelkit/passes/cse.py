@@ -1,0 +1,82 @@
+"""Common subexpression elimination: a pure operation equal to one that dominates it is
+replaced by that one."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.function import Block, Function, Module
+from .pipeline import register
+from .uses import replace_all_uses
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class CommonSubexpressions:
+    name = "cse"
+
+    def __call__(self, module: Module) -> None:
+        for function in module.functions.values():
+            eliminate(function)
+
+
+def dominator_tree(function: Function) -> dict[Block, list[Block]]:
+    """Children of each block in the dominator tree (Cooper, Harvey and Kennedy)."""
+    order = function.reachable_blocks()
+    position = {b: i for i, b in enumerate(order)}
+    predecessors = function.predecessors()
+    idom = {order[0]: order[0]}
+    changed = True
+    while changed:
+        changed = False
+        for block in order[1:]:
+            preds = [p for p in predecessors[block] if p in idom]
+            new = preds[0]
+            for other in preds[1:]:
+                a, b = new, other
+                while a is not b:
+                    while position[a] > position[b]:
+                        a = idom[a]
+                    while position[b] > position[a]:
+                        b = idom[b]
+                new = a
+            if idom.get(block) is not new:
+                idom[block] = new
+                changed = True
+    children: dict[Block, list[Block]] = {b: [] for b in order}
+    for block in order[1:]:
+        children[idom[block]].append(block)
+    return children
+
+
+def _key(op):
+    attrs = tuple(sorted((k, repr(v)) for k, v in op.attrs.items()))
+    return (op.opcode, tuple(id(v) for v in op.operands), attrs, op.type)
+
+
+def eliminate(function: Function) -> None:
+    children = dominator_tree(function)
+    mapping = {}
+    scopes: list[dict] = [{}]
+    stack = [(function.entry, False)]
+    while stack:
+        block, leaving = stack.pop()
+        if leaving:
+            scopes.pop()
+            continue
+        scope = dict(scopes[-1])
+        scopes.append(scope)
+        stack.append((block, True))
+        kept = []
+        for op in block.ops:
+            op.map_operands(mapping)
+            if op.is_pure and op.opcode not in ("tuple",):
+                key = _key(op)
+                if key in scope:
+                    mapping[op] = scope[key]
+                    continue
+                scope[key] = op
+            kept.append(op)
+        block.ops = kept
+        for child in reversed(children[block]):
+            stack.append((child, False))
+    replace_all_uses(function, mapping)

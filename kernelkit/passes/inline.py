@@ -1,0 +1,70 @@
+"""Inlines every device-function call into the kernel, so that the kernel is one
+function (device functions may not recurse, so this terminates)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.function import Block, Function, Module
+from ..ir.ops import Op, Successor
+from .pipeline import register
+from .uses import clone_op, replace_all_uses
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class Inline:
+    name = "inline"
+
+    def __call__(self, module: Module) -> None:
+        kernel = module.kernel
+        while True:
+            call = next((op for op in kernel.ops() if op.opcode == "call"), None)
+            if call is None:
+                break
+            inline_call(kernel, call, module.functions[call.attrs["callee"]])
+        # Device functions are now part of the kernel.
+        module.functions = {kernel.name: kernel}
+
+
+def inline_call(caller: Function, call: Op, callee: Function) -> None:
+    block = call.block
+    position = block.ops.index(call)
+    continuation = Block((call.type,) if call.type.name != "void" else ())
+    _insert_block_after(caller, block, continuation)
+    for op in block.ops[position + 1:]:
+        continuation.append(op)
+    del block.ops[position:]
+
+    values = dict(zip(callee.params, call.operands))
+    blocks = {}
+    clones = []
+    for callee_block in callee.blocks:
+        clone = Block()
+        clone.function = caller
+        blocks[callee_block] = clone
+        clones.append(clone)
+    for callee_block, clone in zip(callee.blocks, clones):
+        if callee_block is not callee.entry:
+            for param in callee_block.params:
+                values[param] = clone.add_param(param.type, param.hint)
+    for callee_block, clone in zip(callee.blocks, clones):
+        for op in callee_block.ops:
+            if op.opcode == "ret":
+                clone.append(Op("br", [], successors=[Successor(
+                    continuation, [values.get(v, v) for v in op.operands])], loc=op.loc))
+            else:
+                clone.append(clone_op(op, values, blocks))
+    # Values used before they were cloned (a use in a block laid out before its def).
+    for clone in clones:
+        for op in clone.ops:
+            op.map_operands(values)
+    index = caller.blocks.index(continuation)
+    caller.blocks[index:index] = clones
+    block.append(Op("br", [], successors=[Successor(clones[0], [])], loc=call.loc))
+    if continuation.params:
+        replace_all_uses(caller, {call: continuation.params[0]})
+
+
+def _insert_block_after(function: Function, block: Block, new: Block) -> None:
+    new.function = function
+    function.blocks.insert(function.blocks.index(block) + 1, new)

@@ -1,0 +1,143 @@
+"""Folds constants, forwards trivial values and tidies the control-flow graph:
+constant branches, block parameters that always receive the same value, unreachable
+blocks, and blocks that merely continue their single predecessor."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.fold import fold
+from ..ir.function import Function, Module
+from ..ir.ops import Op, Successor
+from .pipeline import register
+from .uses import replace_all_uses
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class Simplify:
+    name = "simplify"
+
+    def __call__(self, module: Module) -> None:
+        for function in module.functions.values():
+            changed = True
+            while changed:
+                changed = False
+                changed |= fold_constants(function)
+                changed |= fold_branches(function)
+                changed |= remove_unreachable(function)
+                changed |= forward_block_params(function)
+                changed |= merge_blocks(function)
+
+
+def _const(value):
+    return value.attrs["value"] if getattr(value, "opcode", None) == "const" else None
+
+
+def fold_constants(function: Function) -> bool:
+    mapping = {}
+    for block in function.blocks:
+        for position, op in enumerate(block.ops):
+            op.map_operands(mapping)
+            replacement = _simplified(op)
+            if replacement is not None:
+                if isinstance(replacement, Op) and replacement.block is None:
+                    replacement.block = block
+                    block.ops[position] = replacement
+                mapping[op] = replacement
+    if mapping:
+        replace_all_uses(function, mapping)
+        for block in function.blocks:
+            block.ops = [op for op in block.ops if op not in mapping or mapping[op] is op]
+    return bool(mapping)
+
+
+def _simplified(op: Op):
+    """A value equal to `op`'s result, or None."""
+    if op.opcode == "const" or not op.is_pure or not op.operands:
+        return None
+    if op.opcode == "extract" and getattr(op.operands[0], "opcode", None) == "tuple":
+        return op.operands[0].operands[op.attrs["index"]]
+    if op.opcode == "cast" and op.operands[0].type == op.type:
+        return op.operands[0]
+    if op.opcode == "select" and _const(op.operands[0]) is not None:
+        return op.operands[1] if _const(op.operands[0]) else op.operands[2]
+    if all(getattr(v, "opcode", None) == "const" for v in op.operands):
+        value = fold(op.opcode, op.attrs, [_const(v) for v in op.operands],
+                     [v.type for v in op.operands], op.type)
+        if value is not None:
+            return Op("const", [], op.type, {"value": value}, loc=op.loc)
+    return None
+
+
+def fold_branches(function: Function) -> bool:
+    changed = False
+    for block in function.blocks:
+        terminator = block.terminator
+        if terminator is None or terminator.opcode != "cbr":
+            continue
+        condition = _const(terminator.operands[0])
+        if condition is None and terminator.successors[0].block is not terminator.successors[1].block:
+            continue
+        if condition is None:
+            if terminator.successors[0].args != terminator.successors[1].args:
+                continue
+            condition = True
+        taken = terminator.successors[0 if condition else 1]
+        replacement = Op("br", [], successors=[Successor(taken.block, list(taken.args))],
+                         loc=terminator.loc)
+        replacement.block = block
+        block.ops[-1] = replacement
+        changed = True
+    return changed
+
+
+def remove_unreachable(function: Function) -> bool:
+    reachable = set(function.reachable_blocks())
+    if len(reachable) == len(function.blocks):
+        return False
+    function.blocks = [b for b in function.blocks if b in reachable]
+    return True
+
+
+def forward_block_params(function: Function) -> bool:
+    predecessors = function.predecessors()
+    mapping = {}
+    for block in function.blocks[1:]:
+        incoming = [s for p in predecessors[block] for s in p.terminator.successors
+                    if s.block is block]
+        keep = []
+        for index, param in enumerate(block.params):
+            sources = {s.args[index] for s in incoming} - {param}
+            if len(sources) == 1:
+                mapping[param] = sources.pop()
+            else:
+                keep.append(index)
+        if len(keep) != len(block.params):
+            block.params = [block.params[i] for i in keep]
+            for successor in incoming:
+                successor.args = [successor.args[i] for i in keep]
+    replace_all_uses(function, mapping)
+    return bool(mapping)
+
+
+def merge_blocks(function: Function) -> bool:
+    """Appends a block to its only predecessor when that predecessor only goes there."""
+    predecessors = function.predecessors()
+    changed = False
+    for block in list(function.blocks[1:]):
+        preds = predecessors[block]
+        if len(preds) != 1 or preds[0] is block:
+            continue
+        pred = preds[0]
+        terminator = pred.terminator
+        if terminator.opcode != "br" or block not in function.blocks or pred not in function.blocks:
+            continue
+        replace_all_uses(function, dict(zip(block.params, terminator.successors[0].args)))
+        pred.ops.pop()
+        for op in block.ops:
+            pred.append(op)
+        function.blocks.remove(block)
+        for successor in block.successors:
+            predecessors[successor] = [pred if p is block else p for p in predecessors[successor]]
+        changed = True
+    return changed

@@ -1,0 +1,1 @@
+"""Launch geometry and argument marshalling, shared by every backend."""

@@ -1,0 +1,76 @@
+"""How kernel arguments are typed from values and packed for the device.
+
+The packed layout (`ArgumentLayout`) is one little-endian record: the launch header
+(ndrange and number of groups per axis, the error-record pointer), then each argument:
+an array as its data pointer, extents and strides (in elements); a scalar in an 8-byte
+slot. Code generators read the same layout through `fields`."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import LaunchError
+from ..ir import types as T
+
+_SCALAR_CODES = {"bool": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "q",
+                 "u8": "B7x", "u16": "H6x", "u32": "I4x", "u64": "Q", "f16": "e6x",
+                 "f32": "f4x", "f64": "d", "int": "q", "float": "d"}
+
+
+def scalar_type_of(value) -> T.ScalarType | None:
+    if isinstance(value, (bool, np.bool_)):
+        return T.bool_
+    if isinstance(value, int):
+        return T.weak_int
+    if isinstance(value, float):
+        return T.weak_float
+    if isinstance(value, np.generic):
+        return T.from_numpy(value.dtype)
+    return None
+
+
+def array_type_of(dtype, ndim: int, c_contiguous: bool, const: bool, name: str,
+                  kernel: str) -> T.ArrayType:
+    scalar = T.from_numpy(dtype)
+    if scalar is None:
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' has dtype {dtype}, which kernels "
+                          "do not support (use bool, int8..int64, uint8..uint64 or "
+                          "float16/32/64)")
+    return T.ArrayType(scalar, ndim, "C" if c_contiguous else "A", const)
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    offset: int
+    type: T.IRType   # scalars: their type; arrays: the ArrayType (pointer, shape, strides)
+
+
+class ArgumentLayout:
+    def __init__(self, argtypes: tuple[T.IRType, ...], ndim: int):
+        codes = ["<", "q" * (2 * ndim), "q"]
+        offset = 8 * (2 * ndim + 1)
+        fields = []
+        for index, type in enumerate(argtypes):
+            fields.append(Field(f"arg{index}", offset, type))
+            if isinstance(type, T.ArrayType):
+                codes.append("q" * (1 + 2 * type.ndim))
+                offset += 8 * (1 + 2 * type.ndim)
+            else:
+                codes.append(_SCALAR_CODES[type.name])
+                offset += 8
+        self.ndim = ndim
+        self.fields = fields
+        self.size = offset
+        self.struct = struct.Struct("".join(codes))
+        assert self.struct.size == offset
+
+    def ndrange_offset(self, axis: int) -> int:
+        return 8 * axis
+
+    def groups_offset(self, axis: int) -> int:
+        return 8 * (self.ndim + axis)
+
+    error_record_offset = property(lambda self: 8 * 2 * self.ndim)
