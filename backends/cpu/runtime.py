@@ -194,6 +194,8 @@ class _Launch:
     groups: int
     args: tuple                # kept alive until the launch has run
     error_record: np.ndarray | None
+    chunk: int = 1
+    exception: BaseException | None = None
 
     def run_chunk(self, first: int, end: int) -> None:
         self.prepared.function(self.packed, first, end)
@@ -214,32 +216,30 @@ class _Launch:
 
 
 class _Stream:
-    """Runs launches in submission order, each across `threads` threads."""
+    """Runs launches in submission order, each across `threads` worker threads.
+
+    There is no dispatcher: the workers take chunks of work-groups from the launch at
+    the head of the queue, and whoever finishes its last chunk retires it, so a launch
+    costs one wake-up of the workers and one of the thread that synchronizes."""
 
     def __init__(self, threads: int):
         self.threads = threads
-        self.queue: deque = deque()
         self.condition = threading.Condition()
-        self.pending = 0              # launches submitted and not finished
+        self.queue: deque = deque()
+        self.next_group = 0           # the next group of queue[0] to hand out
+        self.running = 0              # chunks of queue[0] being run now
         self.error: BaseException | None = None
         self.printed = False
-        self.dispatcher: threading.Thread | None = None
         self.workers: list[threading.Thread] = []
-        self.work_condition = threading.Condition()
-        self.current: _Launch | None = None
-        self.generation = 0
-        self.next_group = 0
-        self.chunk = 1
-        self.active = 0
 
     def submit(self, launch: _Launch, inline: bool) -> None:
-        if inline and self.pending == 0:
+        if inline and not self.queue:
             self.run_inline(launch)
             return
+        launch.chunk = max(1, launch.groups // (self.threads * _CHUNKS_PER_THREAD))
         with self.condition:
-            self.pending += 1
             self.queue.append(launch)
-            if self.dispatcher is None:
+            if not self.workers:
                 self.start()
             self.condition.notify_all()
 
@@ -258,77 +258,46 @@ class _Stream:
 
     def wait(self) -> None:
         with self.condition:
-            while self.pending:
+            while self.queue:
                 self.condition.wait()
             error, self.error = self.error, None
         if error is not None:
             raise error
 
-    # -- threads --------------------------------------------------------------------------
-
     def start(self) -> None:
-        self.dispatcher = threading.Thread(target=self.dispatch, name="kernelkit-cpu-stream",
-                                           daemon=True)
-        self.dispatcher.start()
-        for number in range(self.threads - 1):
+        for number in range(self.threads):
             worker = threading.Thread(target=self.work, name=f"kernelkit-cpu-{number}",
                                       daemon=True)
             worker.start()
             self.workers.append(worker)
 
-    def dispatch(self) -> None:
-        while True:
-            with self.condition:
-                while not self.queue:
-                    self.condition.wait()
-                launch = self.queue.popleft()
-            try:
-                self.run_parallel(launch)
-                self.finish(launch)
-            except BaseException as error:  # reported on synchronize, never lost
-                if self.error is None:
-                    self.error = error
-            with self.condition:
-                self.pending -= 1
-                self.condition.notify_all()
-
-    def run_parallel(self, launch: _Launch) -> None:
-        with self.work_condition:
-            self.current = launch
-            self.next_group = 0
-            self.chunk = max(1, launch.groups // (self.threads * _CHUNKS_PER_THREAD))
-            self.active = len(self.workers)
-            self.generation += 1
-            self.work_condition.notify_all()
-        self.take_chunks(launch)
-        with self.work_condition:
-            while self.active:
-                self.work_condition.wait()
-            self.current = None
-
-    def take_chunks(self, launch: _Launch) -> None:
-        while True:
-            with self.work_condition:
-                first = self.next_group
-                if first >= launch.groups or launch.failed():
-                    return
-                end = min(first + self.chunk, launch.groups)
-                self.next_group = end
-            launch.run_chunk(first, end)
-
     def work(self) -> None:
-        seen = 0
-        while True:
-            with self.work_condition:
-                while self.generation == seen:
-                    self.work_condition.wait()
-                seen = self.generation
-                launch = self.current
-            if launch is not None:
-                self.take_chunks(launch)
-            with self.work_condition:
-                self.active -= 1
-                self.work_condition.notify_all()
+        with self.condition:
+            while True:
+                launch = self.queue[0] if self.queue else None
+                if launch is None or self.next_group >= launch.groups or launch.failed():
+                    self.condition.wait()
+                    continue
+                first = self.next_group
+                end = min(first + launch.chunk, launch.groups)
+                self.next_group = end
+                self.running += 1
+                self.condition.release()
+                try:
+                    launch.run_chunk(first, end)
+                except BaseException as error:  # reported on synchronize, never lost
+                    launch.exception = error
+                finally:
+                    self.condition.acquire()
+                self.running -= 1
+                exhausted = self.next_group >= launch.groups or launch.failed()
+                if exhausted and self.running == 0:
+                    self.finish(launch)
+                    if launch.exception is not None and self.error is None:
+                        self.error = launch.exception
+                    self.queue.popleft()
+                    self.next_group = 0
+                    self.condition.notify_all()
 
 
 _default = None

@@ -391,7 +391,7 @@ class GroupFunctionBuilder(KernelEnvironment):
             variable.global_constant = True
             variable.linkage = "private"
             variable.initializer = constant
-            self.strings[text] = variable
+            self.strings[text] = variable.gep([ir.Constant(i32, 0), ir.Constant(i32, 0)])
         return self.strings[text]
 
     def math(self, builder, name, args, type):

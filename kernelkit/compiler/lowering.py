@@ -127,11 +127,14 @@ class BodyLowering:
         for block in order[1:]:
             self.blocks[block] = self.llvm_function.append_basic_block()
         self.blocks[order[0]] = builder.block
+        # Phis first, for every block: a branch may reach a block before it is lowered.
+        for block in order[1:]:
+            builder.position_at_end(self.blocks[block])
+            for param in block.params:
+                self.phis[param] = builder.phi(llvm_type(param.type))
         for block in order:
             builder.position_at_end(self.blocks[block])
             if block is not order[0]:
-                for param in block.params:
-                    self.phis[param] = builder.phi(llvm_type(param.type))
                 for param in block.params:
                     self.define(builder, param, self.phis[param])
             for op in block.ops:

@@ -1,0 +1,90 @@
+"""The kernelkit kernels the benchmark suite times, and the work-group sizes it launches them with.
+
+Each kernel is written the way a user would write it, without backend-specific tuning;
+the peers it is compared with live in `peers.py`.
+"""
+import numpy as np
+
+import kernelkit as kk
+
+TILE = 16                 # tile edge of the local-memory matmul
+REDUCTION_GROUP = 256     # work-group size of the sum; a power of two
+REDUCTION_GROUPS = 256    # work-groups of the first sum launch; each work-item strides
+
+SAXPY_GROUP = 256
+STENCIL_GROUP = (1, 256)  # one row segment per group: contiguous loads along j
+MATMUL_GROUP = (TILE, TILE)
+LAUNCH_GROUP = 1
+
+
+@kk.kernel
+def saxpy(y, a, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a * x[i] + y[i]
+
+
+@kk.kernel
+def stencil5(out, u: kk.Const, alpha):
+    """One explicit heat step on the interior; the ndrange is the interior, (rows-2, cols-2)."""
+    i, j = kk.index(kk.Global, kk.NTuple)
+    r = i + 1
+    c = j + 1
+    laplacian = u[r - 1, c] + u[r + 1, c] + u[r, c - 1] + u[r, c + 1] - 4.0 * u[r, c]
+    out[r, c] = u[r, c] + alpha * laplacian
+
+
+@kk.kernel
+def matmul_naive(c, a: kk.Const, b: kk.Const, k):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    acc = 0.0
+    for p in range(k):
+        acc += a[i, p] * b[p, j]
+    c[i, j] = acc
+
+
+@kk.kernel
+def matmul_tiled(c, a: kk.Const, b: kk.Const, k):
+    """C = A @ B through TILE x TILE tiles in local memory; sizes must be multiples of TILE."""
+    i, j = kk.index(kk.Global, kk.NTuple)
+    li, lj = kk.index(kk.Local, kk.NTuple)
+    a_tile = kk.localmem(np.float32, (TILE, TILE))
+    b_tile = kk.localmem(np.float32, (TILE, TILE))
+    acc = 0.0
+    for start in range(0, k, TILE):
+        a_tile[li, lj] = a[i, start + lj]
+        b_tile[li, lj] = b[start + li, j]
+        kk.synchronize()
+        for p in range(TILE):
+            acc += a_tile[li, p] * b_tile[p, lj]
+        kk.synchronize()
+    c[i, j] = acc
+
+
+@kk.kernel
+def group_sums(partial, x: kk.Const, n):
+    """Each work-item sums x[i], x[i + stride], ... (stride = the ndrange), then the group
+    combines its work-items' sums in local memory; work-item 0 writes partial[group]."""
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local, kk.NTuple)[0]
+    group = kk.index(kk.Group, kk.NTuple)[0]
+    stride = kk.ndrange()[0]
+    acc = 0.0
+    for p in range(i, n, stride):
+        acc += x[p]
+    scratch = kk.localmem(np.float32, (REDUCTION_GROUP,))
+    scratch[local] = acc
+    kk.synchronize()
+    active = REDUCTION_GROUP // 2
+    while active > 0:
+        if local < active:
+            scratch[local] += scratch[local + active]
+        kk.synchronize()
+        active //= 2
+    if local == 0:
+        partial[group] = scratch[0]
+
+
+@kk.kernel
+def increment(a):
+    i = kk.index(kk.Global)
+    a[i] = a[i] + 1.0

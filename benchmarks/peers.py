@@ -1,0 +1,167 @@
+"""The libraries kernelkit is compared with: what a user would pick instead, per backend kind.
+
+A peer takes host numpy inputs through `from_numpy`, runs each benchmark operation the way
+a user of that library would write it, and says how to import it and how to compile a
+first function in a fresh process. Adding a GPU column (CuPy, PyTorch) means adding a
+class here with the same methods and listing it in `PEERS` under "cuda".
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+FOUR = np.float32(4.0)  # float32 constants: a bare 4.0 would make numba compute in float64
+ONE = np.float32(1.0)
+
+
+class NumpyPeer:
+    """Array expressions; matmul goes to the BLAS numpy is linked against."""
+
+    name = "numpy"
+    import_statement = "import numpy"
+    cold_compile_script = None  # nothing to compile
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def set_threads(self, threads: int) -> None:
+        """numpy's element-wise code is single-threaded; BLAS threads follow its own settings."""
+
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return array.copy()
+
+    def synchronize(self) -> None:
+        pass
+
+    def saxpy(self, y, a, x) -> None:
+        y += a * x
+
+    def stencil5(self, out, u, alpha) -> None:
+        laplacian = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+                     - FOUR * u[1:-1, 1:-1])
+        out[1:-1, 1:-1] = u[1:-1, 1:-1] + alpha * laplacian
+
+    def matmul(self, c, a, b) -> None:
+        np.matmul(a, b, out=c)
+
+    def total(self, x) -> float:
+        return float(x.sum())
+
+    def increment(self, a) -> None:
+        a += ONE
+
+
+class NumbaPeer:
+    """`@njit(parallel=True)` loops with `prange` over the outermost dimension."""
+
+    name = "numba"
+    import_statement = "import numba"
+    cold_compile_script = """
+import time
+import numpy as np
+import numba
+
+@numba.njit(parallel=True)
+def saxpy(y, a, x):
+    for i in numba.prange(y.size):
+        y[i] = a * x[i] + y[i]
+
+x = np.ones(1024, dtype=np.float32)
+y = np.zeros(1024, dtype=np.float32)
+start = time.perf_counter()
+saxpy(y, np.float32(2.0), x)
+print(time.perf_counter() - start)
+"""
+
+    def __init__(self) -> None:
+        self._functions = None
+
+    def unavailable_reason(self) -> str | None:
+        return None if importlib.util.find_spec("numba") else "numba is not installed"
+
+    def set_threads(self, threads: int) -> None:
+        import numba
+        numba.set_num_threads(threads)
+
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return array.copy()
+
+    def synchronize(self) -> None:
+        pass
+
+    def saxpy(self, y, a, x) -> None:
+        self._compiled()["saxpy"](y, a, x)
+
+    def stencil5(self, out, u, alpha) -> None:
+        self._compiled()["stencil5"](out, u, alpha)
+
+    def matmul(self, c, a, b) -> None:
+        self._compiled()["matmul"](c, a, b)
+
+    def total(self, x) -> float:
+        return float(self._compiled()["total"](x))
+
+    def increment(self, a) -> None:
+        self._compiled()["increment"](a)
+
+    def _compiled(self) -> dict:
+        """Define the jitted functions on first use, so that numba is imported only when
+        it is benchmarked; each compiles on its first call (the warm-up)."""
+        if self._functions is None:
+            self._functions = _define_numba_functions()
+        return self._functions
+
+
+def _define_numba_functions() -> dict:
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def saxpy(y, a, x):
+        for i in prange(y.size):
+            y[i] = a * x[i] + y[i]
+
+    @njit(parallel=True)
+    def stencil5(out, u, alpha):
+        rows, cols = u.shape
+        for i in prange(1, rows - 1):
+            for j in range(1, cols - 1):
+                laplacian = (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]
+                             - FOUR * u[i, j])
+                out[i, j] = u[i, j] + alpha * laplacian
+
+    # The i-k-j loop order: the innermost loop runs along rows of B and C, so it is
+    # contiguous and vectorizes. This is how a numba user writes a matmul that performs.
+    @njit(parallel=True)
+    def matmul(c, a, b):
+        m, k = a.shape
+        n = b.shape[1]
+        for i in prange(m):
+            for j in range(n):
+                c[i, j] = 0
+            for p in range(k):
+                a_ip = a[i, p]
+                for j in range(n):
+                    c[i, j] += a_ip * b[p, j]
+
+    @njit(parallel=True)
+    def total(x):
+        acc = np.float32(0.0)
+        for i in prange(x.size):
+            acc += x[i]
+        return acc
+
+    @njit(parallel=True)
+    def increment(a):
+        for i in prange(a.size):
+            a[i] += ONE
+
+    return {"saxpy": saxpy, "stencil5": stencil5, "matmul": matmul, "total": total,
+            "increment": increment}
+
+
+PEERS = {"cpu": (NumpyPeer, NumbaPeer)}
+"""Per backend kind, the peers shown as columns, in column order."""
+
+PRIMARY_PEER = {"cpu": "numba"}
+"""Per backend kind, the peer the ratio targets are measured against."""

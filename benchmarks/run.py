@@ -1,0 +1,574 @@
+"""The kernelkit benchmark suite: each case timed with kernelkit and with its peers, side by side.
+
+    python benchmarks/run.py [--quick] [--backend cpu|cuda] [--threads N] [--case NAME ...]
+                             [--json FILE]
+
+Every case is one function taking the run's `Context` (the backend, its peers, the sizes)
+and returning a `Measurement`. Kernel cases compile and check the result first (a wrong
+result is reported as WRONG, never timed as if it were right), then time `repeats` runs
+with `time.perf_counter`; a kernelkit run ends with `kk.synchronize(backend)`, so the time
+covers the work, not only the asynchronous launch. The table shows the best run; --json
+also records the median. Process cases (cold compile, import) run a fresh interpreter
+per sample and report the time measured inside it, so interpreter start-up is not counted.
+
+The peers are per backend kind (`peers.PEERS`): numpy and numba on the CPU. A backend
+kind without peers (cuda, until CuPy and PyTorch columns are added there) is timed alone.
+
+Targets are printed next to the results and marked PASS or FAIL; they are goals for the
+implementation, not assertions. The exit status is 1 only when a case fails to run or
+computes a wrong result.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+import kernelkit as kk
+import kernels
+from peers import PEERS, PRIMARY_PEER, NumpyPeer
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    saxpy: int            # elements
+    stencil: int          # edge of the square grid
+    matmul: int           # edge of the square matrices; a multiple of kernels.TILE
+    reduction: int        # elements
+    launches: int         # back-to-back launches per launch-overhead sample
+    repeats: int          # timed runs per kernel case
+    process_repeats: int  # fresh interpreters per process case
+
+
+FULL = Sizes(saxpy=10_000_000, stencil=4096, matmul=1024, reduction=10_000_000,
+             launches=10_000, repeats=10, process_repeats=5)
+QUICK = Sizes(saxpy=1_000_000, stencil=1024, matmul=256, reduction=1_000_000,
+              launches=1_000, repeats=3, process_repeats=2)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Seconds per run (per call, for cases that time many calls in one run)."""
+
+    best: float
+    median: float
+
+    @classmethod
+    def from_samples(cls, samples: list[float]) -> Timing:
+        return cls(best=min(samples), median=statistics.median(samples))
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    size: str
+    kernelkit: Timing | None
+    peers: dict[str, Timing | None]
+    correct: bool | None = None  # None where the case has no result to check
+    error: str | None = None     # why kernelkit could not run the case
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    backend_name: str
+    backend: object
+    peers: tuple  # peer objects from peers.PEERS, in column order
+    sizes: Sizes
+
+
+@dataclass(frozen=True, slots=True)
+class RatioTarget:
+    """kernelkit's best time may be at most `limit` times the primary peer's."""
+
+    limit: float
+
+    def describe(self, primary: str | None) -> str:
+        return f"kk/{primary} <= {self.limit:g}" if primary else f"ratio <= {self.limit:g}"
+
+    def verdict(self, measurement: Measurement, primary: str | None) -> str:
+        peer = measurement.peers.get(primary) if primary else None
+        if measurement.kernelkit is None or peer is None:
+            return "n/a"
+        return "PASS" if measurement.kernelkit.best <= self.limit * peer.best else "FAIL"
+
+
+@dataclass(frozen=True, slots=True)
+class AbsoluteTarget:
+    """kernelkit's best time may be at most `limit` seconds."""
+
+    limit: float
+    unit: str
+
+    def describe(self, primary: str | None) -> str:
+        return f"<= {format_time(self.limit, self.unit)}"
+
+    def verdict(self, measurement: Measurement, primary: str | None) -> str:
+        if measurement.kernelkit is None:
+            return "n/a"
+        return "PASS" if measurement.kernelkit.best <= self.limit else "FAIL"
+
+
+# ---------------------------------------------------------------------------------------
+# Timing helpers
+
+
+def measure(run: Callable[[], object], repeats: int, calls: int = 1) -> Timing:
+    """Time `repeats` runs of `run` after one untimed warm-up run (compilation, first-touch
+    page faults); each run makes `calls` calls, and the timing is per call."""
+    run()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - start) / calls)
+    return Timing.from_samples(samples)
+
+
+def measure_case(size: str, kernelkit_side: Callable[[], tuple[Timing, bool | None]],
+                 peers: dict[str, Timing | None]) -> Measurement:
+    """Run a case's kernelkit side, which returns its timing and whether its result was
+    right, and combine it with the peers' timings. A kernelkit failure is recorded, not
+    raised, so the other cases and the peers still get timed."""
+    try:
+        timing, correct = kernelkit_side()
+    except Exception as exc:  # noqa: BLE001 - any failure is a result worth reporting
+        print(traceback.format_exc(), file=sys.stderr)
+        return Measurement(size, None, peers, error=describe_error(exc))
+    return Measurement(size, timing, peers, correct=correct)
+
+
+def describe_error(exc: Exception) -> str:
+    """One line for the table; the traceback goes to stderr."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def measure_peers(ctx: Context, operation: str, host_inputs: tuple, calls: int = 1
+                  ) -> dict[str, Timing | None]:
+    """Time `peer.<operation>(*inputs)` for every peer, each on its own copy of the inputs."""
+    timings: dict[str, Timing | None] = {}
+    for peer in ctx.peers:
+        reason = peer.unavailable_reason()
+        if reason:
+            print(f"  {peer.name}: skipped ({reason})", file=sys.stderr)
+            timings[peer.name] = None
+            continue
+        inputs = [peer.from_numpy(value) if isinstance(value, np.ndarray) else value
+                  for value in host_inputs]
+        function = getattr(peer, operation)
+
+        def run() -> None:
+            for _ in range(calls):
+                function(*inputs)
+            peer.synchronize()
+
+        timings[peer.name] = measure(run, ctx.sizes.repeats, calls)
+    return timings
+
+
+def agrees(actual: np.ndarray, expected: np.ndarray, rtol: float) -> bool:
+    """Equal up to `rtol` relative to the largest expected magnitude."""
+    scale = float(np.max(np.abs(expected))) or 1.0
+    return bool(np.max(np.abs(actual.astype(np.float64) - expected)) <= rtol * scale)
+
+
+def fresh_python(arguments: list[str]) -> float:
+    """Run a new interpreter with `arguments`; return the seconds it prints last."""
+    environment = dict(os.environ)
+    # The child must import the same kernelkit as this process, installed or not.
+    package_root = str(Path(kk.__file__).resolve().parent.parent)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [package_root] + [p for p in [environment.get("PYTHONPATH")] if p])
+    completed = subprocess.run([sys.executable, *arguments], capture_output=True, text=True,
+                               env=environment, check=False)
+    if completed.returncode != 0:
+        print(completed.stderr, file=sys.stderr)
+        last_line = (completed.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"fresh interpreter failed: {last_line}")
+    return float(completed.stdout.split()[-1])
+
+
+def fresh_python_script(source: str) -> float:
+    """Like `fresh_python`, for a script read from a file: kernelkit reads a kernel's
+    source from its file, so a kernel cannot be defined in `python -c` code."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "fresh_process.py"
+        path.write_text(source)
+        return fresh_python([str(path)])
+
+
+# ---------------------------------------------------------------------------------------
+# Cases
+
+
+def bench_saxpy(ctx: Context) -> Measurement:
+    n = ctx.sizes.saxpy
+    rng = np.random.default_rng(0)
+    x_host = rng.random(n, dtype=np.float32)
+    y_host = rng.random(n, dtype=np.float32)
+    a = np.float32(2.0)
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        x = kk.to_backend(ctx.backend, x_host)
+        y = kk.to_backend(ctx.backend, y_host.copy())
+        launch = kernels.saxpy(ctx.backend, kernels.SAXPY_GROUP)
+
+        def run() -> None:
+            launch(y, a, x, ndrange=n)
+            kk.synchronize(ctx.backend)
+
+        run()
+        correct = agrees(kk.to_numpy(y), a * x_host + y_host, rtol=1e-6)
+        return measure(run, ctx.sizes.repeats), correct
+
+    return measure_case(f"{n:,}", kernelkit_side,
+                        peers=measure_peers(ctx, "saxpy", (y_host, a, x_host)))
+
+
+def bench_stencil(ctx: Context) -> Measurement:
+    edge = ctx.sizes.stencil
+    u_host = np.random.default_rng(0).random((edge, edge), dtype=np.float32)
+    alpha = np.float32(0.2)
+    expected = u_host.copy()
+    NumpyPeer().stencil5(expected, u_host, alpha)  # numpy's step is the reference
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        u = kk.to_backend(ctx.backend, u_host)
+        out = kk.to_backend(ctx.backend, u_host.copy())  # the boundary is copied, never written
+        launch = kernels.stencil5(ctx.backend, kernels.STENCIL_GROUP)
+
+        def run() -> None:
+            launch(out, u, alpha, ndrange=(edge - 2, edge - 2))
+            kk.synchronize(ctx.backend)
+
+        run()
+        return measure(run, ctx.sizes.repeats), agrees(kk.to_numpy(out), expected, rtol=1e-5)
+
+    return measure_case(f"{edge}x{edge}", kernelkit_side,
+                        peers=measure_peers(ctx, "stencil5", (u_host.copy(), u_host, alpha)))
+
+
+def _bench_matmul(ctx: Context, kernel) -> Measurement:
+    edge = ctx.sizes.matmul
+    assert edge % kernels.TILE == 0, "the benchmark kernels assume whole tiles"
+    rng = np.random.default_rng(0)
+    a_host = rng.random((edge, edge), dtype=np.float32)
+    b_host = rng.random((edge, edge), dtype=np.float32)
+    expected = a_host.astype(np.float64) @ b_host.astype(np.float64)
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        a = kk.to_backend(ctx.backend, a_host)
+        b = kk.to_backend(ctx.backend, b_host)
+        c = kk.zeros(ctx.backend, np.float32, (edge, edge))
+        launch = kernel(ctx.backend, kernels.MATMUL_GROUP)
+
+        def run() -> None:
+            launch(c, a, b, edge, ndrange=(edge, edge))
+            kk.synchronize(ctx.backend)
+
+        run()
+        return measure(run, ctx.sizes.repeats), agrees(kk.to_numpy(c), expected, rtol=1e-4)
+
+    c_host = np.zeros((edge, edge), dtype=np.float32)
+    return measure_case(f"{edge}x{edge}", kernelkit_side,
+                        peers=measure_peers(ctx, "matmul", (c_host, a_host, b_host)))
+
+
+def bench_matmul_naive(ctx: Context) -> Measurement:
+    return _bench_matmul(ctx, kernels.matmul_naive)
+
+
+def bench_matmul_tiled(ctx: Context) -> Measurement:
+    return _bench_matmul(ctx, kernels.matmul_tiled)
+
+
+def bench_sum(ctx: Context) -> Measurement:
+    n = ctx.sizes.reduction
+    x_host = np.random.default_rng(0).random(n, dtype=np.float32)
+    expected = np.sum(x_host, dtype=np.float64)
+    group, groups = kernels.REDUCTION_GROUP, kernels.REDUCTION_GROUPS
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        x = kk.to_backend(ctx.backend, x_host)
+        partial = kk.allocate(ctx.backend, np.float32, groups)
+        result = kk.allocate(ctx.backend, np.float32, 1)
+        launch = kernels.group_sums(ctx.backend, group)
+
+        def run() -> float:
+            launch(partial, x, n, ndrange=groups * group)
+            launch(result, partial, groups, ndrange=group)  # one group sums the partials
+            kk.synchronize(ctx.backend)
+            return float(kk.to_numpy(result)[0])
+
+        correct = abs(run() - expected) <= 1e-4 * expected
+        return measure(run, ctx.sizes.repeats), correct
+
+    return measure_case(f"{n:,}", kernelkit_side,
+                        peers=measure_peers(ctx, "total", (x_host,)))
+
+
+def bench_launch_overhead(ctx: Context) -> Measurement:
+    launches = ctx.sizes.launches
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        a = kk.zeros(ctx.backend, np.float32, 1)
+        launch = kernels.increment(ctx.backend, kernels.LAUNCH_GROUP)
+
+        def run() -> None:
+            for _ in range(launches):
+                launch(a, ndrange=1)
+            kk.synchronize(ctx.backend)
+
+        run()
+        correct = float(kk.to_numpy(a)[0]) == launches
+        return measure(run, ctx.sizes.repeats, calls=launches), correct
+
+    peers = measure_peers(ctx, "increment", (np.zeros(1, np.float32),), calls=launches)
+    return measure_case(f"{launches:,} launches", kernelkit_side, peers=peers)
+
+
+KERNELKIT_COLD_COMPILE = """
+import time
+import numpy as np
+import kernelkit as kk
+
+@kk.kernel
+def saxpy_{token}(y, a, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a * x[i] + y[i]
+
+backend = {backend}
+x = kk.ones(backend, np.float32, 1024)
+y = kk.zeros(backend, np.float32, 1024)
+start = time.perf_counter()
+saxpy_{token}(backend, 256)(y, 2.0, x, ndrange=1024)
+kk.synchronize(backend)
+print(time.perf_counter() - start)
+"""
+
+BACKEND_EXPRESSIONS = {"cpu": "kk.CPU()", "cuda": "kk.CUDABackend()"}
+
+
+def bench_cold_compile(ctx: Context) -> Measurement:
+    """First launch of saxpy in a fresh interpreter. Every sample names the kernel afresh,
+    so its module, and with it the on-disk cache key, has never been seen before."""
+    def kernelkit_side() -> tuple[Timing, None]:
+        backend = BACKEND_EXPRESSIONS[ctx.backend_name]
+        samples = [fresh_python_script(KERNELKIT_COLD_COMPILE.format(
+                       token=uuid.uuid4().hex[:12], backend=backend))
+                   for _ in range(ctx.sizes.process_repeats)]
+        return Timing.from_samples(samples), None
+
+    peers: dict[str, Timing | None] = {}
+    for peer in ctx.peers:
+        if peer.unavailable_reason() or peer.cold_compile_script is None:
+            peers[peer.name] = None
+            continue
+        peers[peer.name] = Timing.from_samples(
+            [fresh_python_script(peer.cold_compile_script)
+             for _ in range(ctx.sizes.process_repeats)])
+    return measure_case("saxpy, first launch", kernelkit_side, peers=peers)
+
+
+def _import_time(statement: str, repeats: int) -> Timing:
+    code = ("import time; start = time.perf_counter(); "
+            f"{statement}; print(time.perf_counter() - start)")
+    return Timing.from_samples([fresh_python(["-c", code]) for _ in range(repeats)])
+
+
+def bench_import(ctx: Context) -> Measurement:
+    repeats = ctx.sizes.process_repeats
+    peers = {peer.name: None if peer.unavailable_reason()
+             else _import_time(peer.import_statement, repeats)
+             for peer in ctx.peers}
+    return measure_case("import kernelkit",
+                        lambda: (_import_time("import kernelkit", repeats), None), peers=peers)
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    name: str
+    unit: str  # how its times are shown: "s", "ms" or "us"
+    target: RatioTarget | AbsoluteTarget | None
+    run: Callable[[Context], Measurement]
+
+
+CASES = (
+    Case("saxpy", "ms", RatioTarget(1.1), bench_saxpy),
+    Case("stencil", "ms", RatioTarget(1.1), bench_stencil),
+    Case("matmul_naive", "ms", RatioTarget(1.5), bench_matmul_naive),
+    Case("matmul_tiled", "ms", RatioTarget(1.5), bench_matmul_tiled),
+    Case("sum", "ms", None, bench_sum),
+    Case("launch_overhead", "us", AbsoluteTarget(20e-6, "us"), bench_launch_overhead),
+    Case("cold_compile", "s", AbsoluteTarget(0.3, "s"), bench_cold_compile),
+    Case("import", "s", AbsoluteTarget(0.3, "s"), bench_import),
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+
+UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6}
+
+
+def format_time(seconds: float, unit: str) -> str:
+    value = seconds * UNIT_SCALE[unit]
+    return f"{value:.3g} {unit}" if value < 1000 else f"{value:.0f} {unit}"
+
+
+def format_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "n/a"
+    return f"{ratio:.3g}x" if ratio < 1000 else f"{ratio:.0f}x"
+
+
+def status_of(case: Case, measurement: Measurement, primary: str | None) -> str:
+    if measurement.error is not None:
+        return "ERROR"
+    if measurement.correct is False:
+        return "WRONG"
+    return case.target.verdict(measurement, primary) if case.target else ""
+
+
+def ratio_columns(peer_names: list[str], primary: str | None) -> list[str]:
+    """Ratios against the primary peer first, then the others."""
+    return sorted(peer_names, key=lambda name: name != primary)
+
+
+def timing_record(timing: Timing | None) -> dict | None:
+    return None if timing is None else {"best": timing.best, "median": timing.median}
+
+
+def result_rows(results: list[tuple[Case, Measurement]], peer_names: list[str],
+                primary: str | None) -> list[dict]:
+    """One JSON-ready record per case; times in seconds."""
+    rows = []
+    for case, measurement in results:
+        kernelkit = measurement.kernelkit
+        ratios = {}
+        for name in peer_names:
+            peer = measurement.peers.get(name)
+            ratios[name] = (kernelkit.best / peer.best
+                            if kernelkit is not None and peer is not None else None)
+        rows.append({
+            "case": case.name,
+            "size": measurement.size,
+            "unit": case.unit,
+            "kernelkit": timing_record(kernelkit),
+            "peers": {name: timing_record(measurement.peers.get(name)) for name in peer_names},
+            "ratios": ratios,
+            "target": case.target.describe(primary) if case.target else None,
+            "status": status_of(case, measurement, primary),
+            "error": measurement.error,
+        })
+    return rows
+
+
+def print_table(rows: list[dict], peer_names: list[str], primary: str | None) -> None:
+    ratio_names = ratio_columns(peer_names, primary)
+    header = (["case", "size", "kernelkit"] + peer_names
+              + [f"kk/{name}" for name in ratio_names] + ["target", "status"])
+    lines = [header]
+    for row in rows:
+        def cell(timing: dict | None) -> str:
+            return "n/a" if timing is None else format_time(timing["best"], row["unit"])
+        ratios = [format_ratio(row["ratios"][name]) for name in ratio_names]
+        kernelkit = "error" if row["error"] else cell(row["kernelkit"])
+        lines.append([row["case"], row["size"], kernelkit]
+                     + [cell(row["peers"][name]) for name in peer_names]
+                     + ratios + [row["target"] or "-", row["status"]])
+    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
+    for index, line in enumerate(lines):
+        print(" | ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip())
+        if index == 0:
+            print("-+-".join("-" * width for width in widths))
+    for row in rows:
+        if row["error"]:
+            print(f"{row['case']}: {row['error']}")
+
+
+def environment(args: argparse.Namespace) -> dict:
+    def version(module: str) -> str | None:
+        try:
+            return __import__(module).__version__
+        except ImportError:
+            return None
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "threads": args.threads,
+        "kernelkit": getattr(kk, "__version__", None),
+        "numpy": np.__version__,
+        "numba": version("numba"),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Command line
+
+
+def make_backend(name: str, threads: int | None):
+    if name == "cuda":
+        return kk.CUDABackend()
+    return kk.CPU(threads=threads) if threads else kk.CPU()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="kernelkit benchmark suite")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--backend", choices=tuple(BACKEND_EXPRESSIONS), default="cpu")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="worker threads for kernelkit and the peers (default: theirs)")
+    parser.add_argument("--case", action="append", choices=[case.name for case in CASES],
+                        help="run only this case (repeatable)")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+
+    peers = tuple(peer_class() for peer_class in PEERS.get(args.backend, ()))
+    if args.threads:
+        for peer in peers:
+            if not peer.unavailable_reason():
+                peer.set_threads(args.threads)
+    ctx = Context(backend_name=args.backend, backend=make_backend(args.backend, args.threads),
+                  peers=peers, sizes=QUICK if args.quick else FULL)
+    primary = PRIMARY_PEER.get(args.backend)
+    peer_names = [peer.name for peer in peers]
+
+    results = []
+    for case in CASES:
+        if args.case and case.name not in args.case:
+            continue
+        print(f"running {case.name} ...", file=sys.stderr, flush=True)
+        try:
+            measurement = case.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - a peer that fails must not stop the suite
+            print(traceback.format_exc(), file=sys.stderr)
+            measurement = Measurement("", None, {}, error=describe_error(exc))
+        results.append((case, measurement))
+
+    rows = result_rows(results, peer_names, primary)
+    print(f"\nkernelkit benchmarks, backend {args.backend}"
+          f"{' (quick sizes)' if args.quick else ''}; best of several runs\n")
+    print_table(rows, peer_names, primary)
+    if args.json:
+        report = {"backend": args.backend, "quick": args.quick, "primary_peer": primary,
+                  "environment": environment(args), "cases": rows}
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 1 if any(row["status"] in ("ERROR", "WRONG") for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""Work-group local memory, barriers (kk.synchronize() inside a kernel) and per-work-item
+private arrays: tiled matmul, tree reductions and scans with barriers inside loops,
+per-work-item values that live across barriers, and the isolation of work-groups."""
+import numpy as np
+import pytest
+
+import kernelkit as kk
+
+TILE = 16
+GROUP = 64
+
+
+def round_up(n, multiple):
+    return -(-n // multiple) * multiple
+
+
+# --- tiled matmul --------------------------------------------------------------------
+
+
+@kk.kernel
+def tiled_matmul(c, a: kk.Const, b: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    li, lj = kk.index(kk.Local, kk.NTuple)
+    tile_a = kk.localmem(np.float32, (TILE, TILE))
+    tile_b = kk.localmem(np.float32, (TILE, TILE))
+    n_rows, n_inner = a.shape
+    n_cols = b.shape[1]
+    acc = np.float32(0)
+    for t in range(0, n_inner, TILE):
+        if i < n_rows and t + lj < n_inner:
+            tile_a[li, lj] = a[i, t + lj]
+        else:
+            tile_a[li, lj] = 0
+        if t + li < n_inner and j < n_cols:
+            tile_b[li, lj] = b[t + li, j]
+        else:
+            tile_b[li, lj] = 0
+        kk.synchronize()
+        for k in range(TILE):
+            acc += tile_a[li, k] * tile_b[k, lj]
+        kk.synchronize()
+    if i < n_rows and j < n_cols:
+        c[i, j] = acc
+
+
+@pytest.mark.parametrize("m, k, n", [(37, 45, 29), (16, 16, 16), (5, 70, 3)])
+def test_tiled_matmul_with_local_memory_matches_numpy(backend, m, k, n):
+    rng = np.random.default_rng(0)
+    # Small integers: every partial sum is exact in float32, so any summation order agrees.
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32)
+    b = rng.integers(-4, 5, (k, n)).astype(np.float32)
+    c = kk.zeros(backend, np.float32, (m, n))
+    ndrange = (round_up(m, TILE), round_up(n, TILE))
+    tiled_matmul(backend, (TILE, TILE))(c, kk.to_backend(backend, a), kk.to_backend(backend, b), ndrange=ndrange)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(c), a @ b)
+
+
+def test_tiled_matmul_of_random_floats_matches_numpy(backend):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((40, 33)).astype(np.float32)
+    b = rng.standard_normal((33, 20)).astype(np.float32)
+    c = kk.zeros(backend, np.float32, (40, 20))
+    tiled_matmul(backend, (TILE, TILE))(c, kk.to_backend(backend, a), kk.to_backend(backend, b), ndrange=(48, 32))
+    kk.synchronize(backend)
+    np.testing.assert_allclose(kk.to_numpy(c), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+# --- reductions and scans with barriers in loops -------------------------------------
+
+
+@kk.kernel
+def group_sums(out, x: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    g = kk.index(kk.Group)
+    partial = kk.localmem(np.int64, GROUP)
+    partial[li] = x[i]
+    kk.synchronize()
+    stride = GROUP // 2
+    while stride > 0:
+        if li < stride:
+            partial[li] += partial[li + stride]
+        kk.synchronize()
+        stride //= 2
+    if li == 0:
+        out[g] = partial[0]
+
+
+def test_tree_reduction_with_a_barrier_inside_a_while_loop(backend):
+    groups = 20
+    x = np.random.default_rng(2).integers(-1000, 1000, groups * GROUP).astype(np.int64)
+    out = kk.zeros(backend, np.int64, groups)
+    group_sums(backend, GROUP)(out, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(out), x.reshape(groups, GROUP).sum(axis=1))
+
+
+@kk.kernel
+def group_float_sums_by_levels(out, x: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    g = kk.index(kk.Group)
+    partial = kk.localmem(np.float32, GROUP)
+    partial[li] = x[i]
+    kk.synchronize()
+    for level in range(6):
+        stride = GROUP >> (level + 1)
+        if li < stride:
+            partial[li] += partial[li + stride]
+        kk.synchronize()
+    if li == 0:
+        out[g] = partial[0]
+
+
+def test_tree_reduction_with_a_barrier_inside_a_for_loop(backend):
+    groups = 12
+    x = np.random.default_rng(3).integers(-50, 50, groups * GROUP).astype(np.float32)
+    out = kk.zeros(backend, np.float32, groups)
+    group_float_sums_by_levels(backend, GROUP)(out, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(out), x.reshape(groups, GROUP).sum(axis=1))
+
+
+@kk.kernel
+def group_inclusive_scan(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    buffer = kk.localmem(np.int64, GROUP)
+    buffer[li] = x[i]
+    kk.synchronize()
+    offset = 1
+    while offset < GROUP:
+        v = buffer[li]
+        if li >= offset:
+            v += buffer[li - offset]
+        kk.synchronize()
+        buffer[li] = v
+        kk.synchronize()
+        offset *= 2
+    y[i] = buffer[li]
+
+
+def test_scan_keeps_each_work_items_value_across_the_barriers_of_a_loop(backend):
+    groups = 9
+    x = np.random.default_rng(4).integers(-100, 100, groups * GROUP).astype(np.int64)
+    y = kk.zeros(backend, np.int64, len(x))
+    group_inclusive_scan(backend, GROUP)(y, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(y), np.cumsum(x.reshape(groups, GROUP), axis=1).ravel())
+
+
+# --- values that live across barriers ------------------------------------------------
+
+
+@kk.kernel
+def own_value_plus_neighbour(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    mine = x[i] * 10 + i
+    buffer = kk.localmem(np.int64, GROUP)
+    buffer[li] = x[i]
+    kk.synchronize()
+    y[i] = mine + buffer[(li + 1) % GROUP]
+
+
+def test_value_computed_before_a_barrier_is_the_same_after_it(backend):
+    groups = 5
+    x = np.random.default_rng(5).integers(0, 1000, groups * GROUP).astype(np.int64)
+    y = kk.zeros(backend, np.int64, len(x))
+    own_value_plus_neighbour(backend, GROUP)(y, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    neighbours = np.roll(x.reshape(groups, GROUP), -1, axis=1).ravel()
+    np.testing.assert_array_equal(kk.to_numpy(y), x * 10 + np.arange(len(x)) + neighbours)
+
+
+@kk.kernel
+def rounds_of_neighbour_exchange(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    buffer = kk.localmem(np.int64, GROUP)
+    acc = 0
+    for r in range(4):
+        buffer[li] = acc + x[i]
+        kk.synchronize()
+        acc += buffer[(li + r + 1) % GROUP]
+        kk.synchronize()
+    y[i] = acc
+
+
+def test_loop_carried_value_survives_barriers_in_every_iteration(backend):
+    groups = 4
+    x = np.random.default_rng(6).integers(-10, 10, groups * GROUP).astype(np.int64)
+    y = kk.zeros(backend, np.int64, len(x))
+    rounds_of_neighbour_exchange(backend, GROUP)(y, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    xs = x.reshape(groups, GROUP)
+    acc = np.zeros_like(xs)
+    for r in range(4):
+        buffer = acc + xs
+        acc = acc + np.roll(buffer, -(r + 1), axis=1)
+    np.testing.assert_array_equal(kk.to_numpy(y), acc.ravel())
+
+
+@kk.kernel
+def branch_state_across_barrier(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    buffer = kk.localmem(np.int64, GROUP)
+    if x[i] % 2 == 0:
+        kind = 1
+        scale = x[i] // 2
+    else:
+        kind = 2
+        scale = x[i] * 3
+    buffer[li] = kind
+    kk.synchronize()
+    y[i] = scale * 100 + buffer[GROUP - 1 - li] * 10 + kind
+
+
+def test_values_set_on_different_branches_survive_a_later_barrier(backend):
+    groups = 3
+    x = np.random.default_rng(7).integers(0, 50, groups * GROUP).astype(np.int64)
+    y = kk.zeros(backend, np.int64, len(x))
+    branch_state_across_barrier(backend, GROUP)(y, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    kind = np.where(x % 2 == 0, 1, 2)
+    scale = np.where(x % 2 == 0, x // 2, x * 3)
+    mirrored_kind = kind.reshape(groups, GROUP)[:, ::-1].ravel()
+    np.testing.assert_array_equal(kk.to_numpy(y), scale * 100 + mirrored_kind * 10 + kind)
+
+
+# --- local memory shaped by the work-group size --------------------------------------
+
+
+@kk.kernel
+def reverse_within_group(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    (n,) = kk.groupsize()
+    buffer = kk.localmem(np.float32, kk.groupsize())
+    buffer[li] = x[i]
+    kk.synchronize()
+    y[i] = buffer[n - 1 - li]
+
+
+def test_local_memory_shaped_by_a_static_one_dimensional_groupsize(backend):
+    group = 32
+    x = np.arange(4 * group, dtype=np.float32)
+    y = kk.zeros(backend, np.float32, len(x))
+    reverse_within_group(backend, group)(y, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(y), x.reshape(-1, group)[:, ::-1].ravel())
+
+
+@kk.kernel
+def transpose_through_tile(y, x: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    li, lj = kk.index(kk.Local, kk.NTuple)
+    gi, gj = kk.index(kk.Group, kk.NTuple)
+    rows, cols = kk.groupsize()
+    tile = kk.localmem(np.float32, kk.groupsize())
+    tile[li, lj] = x[i, j]
+    kk.synchronize()
+    y[gj * cols + li, gi * rows + lj] = tile[lj, li]
+
+
+def test_local_memory_shaped_by_a_static_two_dimensional_groupsize(backend):
+    x = np.arange(32 * 24, dtype=np.float32).reshape(32, 24)
+    y = kk.zeros(backend, np.float32, (24, 32))
+    transpose_through_tile(backend, (8, 8))(y, kk.to_backend(backend, x), ndrange=x.shape)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(y), x.T)
+
+
+@kk.kernel
+def group_id_through_local_memory(y):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    g = kk.index(kk.Group)
+    buffer = kk.localmem(np.int64, GROUP)
+    buffer[li] = g * 1000 + li
+    kk.synchronize()
+    y[i] = buffer[GROUP - 1 - li]
+
+
+def test_local_memory_is_private_to_its_work_group(backend):
+    groups = 16
+    y = kk.zeros(backend, np.int64, groups * GROUP)
+    group_id_through_local_memory(backend, GROUP)(y, ndrange=groups * GROUP)
+    kk.synchronize(backend)
+    g, li = np.divmod(np.arange(groups * GROUP), GROUP)
+    np.testing.assert_array_equal(kk.to_numpy(y), g * 1000 + (GROUP - 1 - li))
+
+
+# --- private arrays ------------------------------------------------------------------
+
+
+@kk.kernel
+def reverse_decimal_digits(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    digits = kk.private(np.int64, 8)
+    v = x[i]
+    count = 0
+    while v > 0:
+        digits[count] = v % 10
+        v //= 10
+        count += 1
+    r = 0
+    for k in range(count):
+        r = r * 10 + digits[k]
+    y[i] = r
+
+
+def test_private_array_holds_per_work_item_values(backend):
+    x = np.random.default_rng(8).integers(1, 10**8, 101).astype(np.int64)
+    y = kk.zeros(backend, np.int64, len(x))
+    reverse_decimal_digits(backend, 32)(y, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(y), [int(str(v)[::-1]) for v in x])
+
+
+@kk.kernel
+def private_matrix_trace(y):
+    i = kk.index(kk.Global)
+    m = kk.private(np.int32, (3, 3))
+    for r in range(3):
+        for c in range(3):
+            m[r, c] = i * 10 + r * 3 + c
+    y[i] = m[0, 0] + m[1, 1] + m[2, 2]
+
+
+def test_two_dimensional_private_array(backend):
+    n = 45
+    y = kk.zeros(backend, np.int32, n)
+    private_matrix_trace(backend, 16)(y, ndrange=n)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(y), 30 * np.arange(n) + 12)
+
+
+@kk.kernel
+def private_values_across_barrier(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    own = kk.private(np.int64, 4)
+    for k in range(4):
+        own[k] = x[i] * (k + 1)
+    buffer = kk.localmem(np.int64, GROUP)
+    buffer[li] = x[i]
+    kk.synchronize()
+    y[i] = own[0] + own[1] + own[2] + own[3] + 1000 * buffer[(li + 1) % GROUP]
+
+
+def test_private_array_keeps_its_values_across_a_barrier(backend):
+    groups = 3
+    x = np.random.default_rng(9).integers(-100, 100, groups * GROUP).astype(np.int64)
+    y = kk.zeros(backend, np.int64, len(x))
+    private_values_across_barrier(backend, GROUP)(y, kk.to_backend(backend, x), ndrange=len(x))
+    kk.synchronize(backend)
+    neighbours = np.roll(x.reshape(groups, GROUP), -1, axis=1).ravel()
+    np.testing.assert_array_equal(kk.to_numpy(y), 10 * x + 1000 * neighbours)
