@@ -100,10 +100,11 @@ def entry_symbol(job) -> str:
 
 
 class _Loader:
-    """One JIT engine for the process; object files are added to it as they come."""
+    """Loads object files into JIT engines (one per object file: an engine that has been
+    finalized does not reliably take more objects)."""
 
     def __init__(self):
-        self.engine = None
+        self.engines: list = []
         self.symbols: dict[str, int] = {}
         self.lock = threading.Lock()
 
@@ -111,14 +112,15 @@ class _Loader:
         with self.lock:
             if symbol in self.symbols:
                 return self.symbols[symbol]
-            if self.engine is None:
-                _initialize_llvm()
-                backing = llvm.parse_assembly("")
-                self.engine = llvm.create_mcjit_compiler(backing, CPUTarget.host().machine())
-            self.engine.add_object_file(llvm.ObjectFileRef.from_data(artifact))
-            self.engine.finalize_object()
-            address = self.engine.get_function_address(symbol)
+            _initialize_llvm()
+            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
+                                                CPUTarget.host().machine())
+            object_file = llvm.ObjectFileRef.from_data(artifact)
+            engine.add_object_file(object_file)
+            engine.finalize_object()
+            address = engine.get_function_address(symbol)
             assert address, f"symbol {symbol} not found after loading its object file"
+            self.engines.append((engine, object_file))
             self.symbols[symbol] = address
             return address
 

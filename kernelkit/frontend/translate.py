@@ -534,6 +534,8 @@ class FunctionTranslator:
 
     def python_value(self, value, node):
         """A compile-time Python object as a frontend value: numbers become constants."""
+        if isinstance(value, np.generic) and T.from_numpy(value.dtype) is not None:
+            return self.constant(value.item(), T.from_numpy(value.dtype))
         if isinstance(value, bool):
             return self.constant(value, T.bool_)
         if isinstance(value, int):
@@ -542,8 +544,6 @@ class FunctionTranslator:
             return self.constant(value, T.weak_int if value < 2**63 else T.uint64)
         if isinstance(value, float):
             return self.constant(value, T.weak_float)
-        if isinstance(value, np.generic) and T.from_numpy(value.dtype) is not None:
-            return self.constant(value.item(), T.from_numpy(value.dtype))
         if isinstance(value, tuple) and all(isinstance(v, (int, float, bool, np.generic))
                                             for v in value):
             return self.make_tuple([self.python_value(v, node) for v in value])

@@ -20,14 +20,14 @@ _SCALAR_CODES = {"bool": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": 
 
 
 def scalar_type_of(value) -> T.ScalarType | None:
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, np.generic):  # before float: np.float64 is a float subclass
+        return T.from_numpy(value.dtype)
+    if isinstance(value, bool):
         return T.bool_
     if isinstance(value, int):
         return T.weak_int
     if isinstance(value, float):
         return T.weak_float
-    if isinstance(value, np.generic):
-        return T.from_numpy(value.dtype)
     return None
 
 
