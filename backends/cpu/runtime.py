@@ -27,6 +27,9 @@ from kernelkit.runtime.geometry import default_workgroupsize
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
 _INLINE_ITEMS = 1 << 14          # launches this small run on the calling thread
 _CHUNKS_PER_THREAD = 4
+# What a failed bounds check leaves: flag, location id, axis, ndim, index per axis,
+# extent per axis (NumPy arrays have at most 64 axes).
+ERROR_RECORD_FIELDS = 4 + 2 * 64
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 
 
@@ -154,7 +157,7 @@ class CPU(Backend):
             total *= count
         if total == 0:
             return
-        error_record = np.zeros(5, np.int64) if prepared.debug else None
+        error_record = np.zeros(ERROR_RECORD_FIELDS, np.int64) if prepared.debug else None
         fields = [*ndrange, *groups,
                   error_record.ctypes.data if error_record is not None else 0]
         for pack, value in zip(prepared.packers, args):
@@ -204,15 +207,19 @@ class _Launch:
         return self.error_record is not None and self.error_record[0] != 0
 
     def error(self) -> IndexError:
-        _, location, axis, index, extent = (int(v) for v in self.error_record)
+        _, location, axis, ndim = (int(v) for v in self.error_record[:4])
+        index = tuple(int(v) for v in self.error_record[4:4 + ndim])
+        shape = tuple(int(v) for v in self.error_record[4 + ndim:4 + 2 * ndim])
         compiled = self.prepared.compiled
         loc = compiled.info.get("locations", [None] * (location + 1))[location]
         where = ""
         if loc is not None:
             line = linecache.getline(loc.file, loc.line).strip()
             where = f" at {loc.file}:{loc.line}:\n    {line}\n"
-        return IndexError(f"in kernel '{self.prepared.name}'{where or ' '}index {index} is out "
-                          f"of bounds for axis {axis} with size {extent}")
+        shown = index[0] if ndim == 1 else index
+        return IndexError(f"in kernel '{self.prepared.name}'{where or ' '}index {shown} is out "
+                          f"of bounds for an array of shape {shape} (axis {axis} has size "
+                          f"{shape[axis]})")
 
 
 class _Stream:

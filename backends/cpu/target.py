@@ -30,7 +30,6 @@ _LIBM = {"expm1": "expm1", "log1p": "log1p", "tan": "tan", "asin": "asin", "acos
          "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "asinh",
          "acosh": "acosh", "atanh": "atanh", "erf": "erf", "erfc": "erfc", "gamma": "tgamma",
          "lgamma": "lgamma", "cbrt": "cbrt", "atan2": "atan2", "hypot": "hypot"}
-ERROR_RECORD_FIELDS = 5  # flag, location id, axis, index, extent
 
 
 @functools.lru_cache(maxsize=1)
@@ -360,7 +359,7 @@ class GroupFunctionBuilder(KernelEnvironment):
     def load_demoted(self, builder, value):
         return builder.load(self.slot_address(builder, value), typ=llvm_type(value.type))
 
-    def out_of_bounds(self, builder, loc, axis, index, extent):
+    def out_of_bounds(self, builder, loc, axis, indices, shape):
         self.locations.append(loc)
         record = self.error_record
         flag = builder.cmpxchg(record, ir.Constant(i64, 0), ir.Constant(i64, 1),
@@ -370,8 +369,9 @@ class GroupFunctionBuilder(KernelEnvironment):
         leave = self.llvm_function.append_basic_block("leave")
         builder.cbranch(first, write, leave)
         builder.position_at_end(write)
-        for position, value in enumerate((ir.Constant(i64, len(self.locations) - 1),
-                                          ir.Constant(i64, axis), index, extent), start=1):
+        values = [ir.Constant(i64, len(self.locations) - 1), ir.Constant(i64, axis),
+                  ir.Constant(i64, len(indices)), *indices, *shape]
+        for position, value in enumerate(values, start=1):
             builder.store(value, builder.gep(record, [ir.Constant(i64, position)],
                                              source_etype=i64))
         builder.branch(leave)
@@ -465,4 +465,4 @@ def cpu_math(builder, name: str, args, type: T.ScalarType):
     return builder.call(function, args)
 
 
-__all__ = ["CPUTarget", "ERROR_RECORD_FIELDS"]
+__all__ = ["CPUTarget"]

@@ -77,9 +77,10 @@ class KernelEnvironment:
     def kernel_return(self, builder: ir.IRBuilder) -> None:
         raise NotImplementedError
 
-    def out_of_bounds(self, builder: ir.IRBuilder, loc, axis: int, index: ir.Value,
-                      extent: ir.Value) -> None:
-        """Report an out-of-bounds access and end the block."""
+    def out_of_bounds(self, builder: ir.IRBuilder, loc, axis: int, indices: list[ir.Value],
+                      shape: list[ir.Value]) -> None:
+        """Report an out-of-bounds access (`indices[axis]` is outside `shape[axis]`) and
+        end the block."""
         raise NotImplementedError
 
     def print(self, builder: ir.IRBuilder, format: str, values: list[tuple[ir.Value, T.ScalarType]]):
@@ -276,23 +277,24 @@ class BodyLowering:
     def address(self, builder, op: Op, count: int):
         array = self.array(op.operands[0])
         indices = self.operands(builder, op)[1:1 + count]
+        if self.env.debug:
+            for axis in range(count):
+                self.check_bounds(builder, op, axis, indices, array.shape)
         offset = None
-        for axis, (index, stride) in enumerate(zip(indices, array.strides)):
-            if self.env.debug:
-                self.check_bounds(builder, op, axis, index, array.shape[axis])
+        for index, stride in zip(indices, array.strides):
             term = index if _is_one(stride) else builder.mul(index, stride)
             offset = term if offset is None else builder.add(offset, term)
         if offset is None:
             offset = ir.Constant(i64, 0)
         return builder.gep(array.data, [offset], source_etype=memory_type(array.type.dtype))
 
-    def check_bounds(self, builder, op: Op, axis: int, index, extent) -> None:
-        inside = builder.icmp_unsigned("<", index, extent)
+    def check_bounds(self, builder, op: Op, axis: int, indices, shape) -> None:
+        inside = builder.icmp_unsigned("<", indices[axis], shape[axis])
         fail = self.llvm_function.append_basic_block("out_of_bounds")
         good = self.llvm_function.append_basic_block("in_bounds")
         builder.cbranch(inside, good, fail)
         builder.position_at_end(fail)
-        self.env.out_of_bounds(builder, op.loc, axis, index, extent)
+        self.env.out_of_bounds(builder, op.loc, axis, indices, shape)
         builder.position_at_end(good)
 
     def op_load(self, builder, op: Op):

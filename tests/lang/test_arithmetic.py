@@ -692,7 +692,7 @@ def test_comparisons_of_mixed_dtypes_match_numpy(backend, a, b):
 def test_augmented_assignment_to_int_array_elements(backend):
     start = sample(np.int32, 0)
     x = sample(np.int32, 1)
-    y = kk.to_backend(backend, start)
+    y = kk.to_backend(backend, start.copy())
     augmented_int_updates(backend, WORKGROUP)(y, kk.to_backend(backend, x), ndrange=N)
     kk.synchronize(backend)
     expected = start.copy()
@@ -710,7 +710,7 @@ def test_augmented_assignment_to_int_array_elements(backend):
 def test_augmented_assignment_to_float_array_elements(backend):
     start = sample(np.float64, 0)
     x = sample(np.float64, 1)
-    y = kk.to_backend(backend, start)
+    y = kk.to_backend(backend, start.copy())
     augmented_float_updates(backend, WORKGROUP)(y, kk.to_backend(backend, x), ndrange=N)
     kk.synchronize(backend)
     np.testing.assert_allclose(kk.to_numpy(y), ((start + x) * 3 - 1) / 4, rtol=1e-15)
