@@ -15,7 +15,7 @@ from ..ir.verifier import verify_module
 from ..passes import Pipeline
 from .job import CompilerJob
 
-GENERIC_PASSES = ("inline", "simplify", "dce", "cse", "simplify", "dce")
+GENERIC_PASSES = ("inline", "simplify", "dce", "cse", "simplify", "dce", "check-barriers")
 
 
 @dataclass

@@ -59,7 +59,15 @@ class Kernel:
     def specialize(self, backend, argtypes: tuple, workgroupsize: tuple[int, ...]):
         from ..compiler.driver import compile_job
         job = backend.compiler_job(self.function, argtypes, workgroupsize=workgroupsize)
-        return compile_job(job)
+        try:
+            return compile_job(job)
+        except KernelkitError:
+            raise
+        except Exception as error:  # a compiler bug: say so, and keep the cause attached
+            raise CompileError(f"internal compiler error: {type(error).__name__}: {error}",
+                               kernel=self.name,
+                               hint="this is a bug in kernelkit; please report it with the "
+                                    "kernel's source") from error
 
 
 class Launcher:
@@ -160,4 +168,4 @@ def code_native(kernel: Kernel, backend, *args, ndrange=None, workgroupsize=None
     return _compiled_for_reflection(kernel, backend, args, ndrange, workgroupsize).assembly()
 
 
-__all__ = ["Kernel", "Launcher", "kernel", "code_ir", "code_llvm", "code_native", "CompileError"]
+__all__ = ["Kernel", "Launcher", "kernel", "code_ir", "code_llvm", "code_native"]

@@ -5,6 +5,7 @@ from .dce import DeadCode
 from .inline import Inline
 from .pipeline import PASSES, Pipeline, run_passes
 from .simplify import Simplify
+from .uniformity import CheckBarriers
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
-           "CommonSubexpressions"]
+           "CommonSubexpressions", "CheckBarriers"]

@@ -320,3 +320,60 @@ def test_failed_compile_writes_nothing(backend):
         writes_then_fails(backend, 4)(y, x, ndrange=8)
     kk.synchronize(backend)
     np.testing.assert_array_equal(kk.to_numpy(y), np.zeros(8, np.float32))
+
+
+# --- barriers that only some work-items reach ------------------------------------------
+
+
+def store_and_wait(scratch, i):
+    scratch[i] = 1.0
+    kk.synchronize()  # barrier inside a device function
+
+
+def test_barrier_in_a_device_function_called_under_a_varying_branch_is_rejected(backend):
+    @kk.kernel
+    def divergent_helper_call(y):
+        i = kk.index(kk.Local)
+        scratch = kk.localmem(np.float32, 8)
+        if i < 3:
+            store_and_wait(scratch, i)
+        y[i] = scratch[0]
+
+    y, _ = inputs(backend)
+    with pytest.raises(kk.CompileError) as info:
+        divergent_helper_call(backend, 8)(y, ndrange=8)
+    assert_points_at(info.value, "divergent_helper_call", "kk.synchronize()  # barrier inside")
+    assert "only some work-items" in str(info.value)
+    assert_backend_still_works(backend)
+
+
+def test_barrier_in_a_loop_with_a_per_item_trip_count_is_rejected(backend):
+    @kk.kernel
+    def divergent_loop_barrier(y):
+        i = kk.index(kk.Local)
+        for _ in range(i):
+            kk.synchronize()  # the trip count depends on the work-item
+        y[i] = 1.0
+
+    y, _ = inputs(backend)
+    with pytest.raises(kk.CompileError) as info:
+        divergent_loop_barrier(backend, 8)(y, ndrange=8)
+    assert_points_at(info.value, "divergent_loop_barrier", "kk.synchronize()  # the trip count")
+
+
+def test_barrier_after_a_varying_branch_and_under_a_uniform_loop_is_accepted(backend):
+    @kk.kernel
+    def uniform_barriers(y):
+        i = kk.index(kk.Local)
+        scratch = kk.localmem(np.float32, 8)
+        scratch[i] = 0.0
+        for step in range(3):
+            if i == step:
+                scratch[i] = step + 1.0
+            kk.synchronize()
+        y[i] = scratch[0] + scratch[1] + scratch[2]
+
+    y, _ = inputs(backend)
+    uniform_barriers(backend, 8)(y, ndrange=8)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(y), np.full(8, 6.0, np.float32))

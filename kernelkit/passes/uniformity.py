@@ -1,0 +1,141 @@
+"""Which values differ between the work-items of a group (varying) and which are the same
+for all (uniform), and the check that every barrier is reached by all work-items of a
+group: a barrier under a branch on a varying condition deadlocks a GPU and is an error."""
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+from ..errors import CompileError
+from ..ir.function import Block, Function, Module
+from ..ir.ops import Value
+from .pipeline import register
+
+_ALWAYS_VARYING = {"local_id", "atomic", "atomic_cas", "private"}
+
+
+def varying_values(function: Function) -> set[Value]:
+    """A conservative set: everything not shown to be uniform."""
+    varying: set[Value] = set()
+    divergent_blocks = set()
+    changed = True
+    while changed:
+        changed = False
+        for block in function.blocks:
+            for op in block.ops:
+                if op in varying:
+                    continue
+                if op.opcode in _ALWAYS_VARYING or any(v in varying for v in op.operands):
+                    varying.add(op)
+                    changed = True
+            terminator = block.terminator
+            for successor in terminator.successors:
+                for param, arg in zip(successor.block.params, successor.args):
+                    if param not in varying and (arg in varying or block in divergent_blocks):
+                        varying.add(param)
+                        changed = True
+        new_divergent = divergent_region(function, varying)
+        if new_divergent != divergent_blocks:
+            divergent_blocks = new_divergent
+            changed = True
+    return varying
+
+
+def post_dominators(function: Function) -> dict[Block, Block | None]:
+    """Immediate post-dominator of each block (None: the virtual exit)."""
+    blocks = function.reachable_blocks()
+    exit_node = object()
+    successors = {b: b.successors or [exit_node] for b in blocks}
+    predecessors: dict = {exit_node: []}
+    for block in blocks:
+        predecessors.setdefault(block, [])
+    for block in blocks:
+        for successor in successors[block]:
+            predecessors.setdefault(successor, []).append(block)
+    # Reverse post-order of the reversed graph, from the exit.
+    order, seen = [], {exit_node}
+    stack = [(exit_node, iter(predecessors[exit_node]))]
+    while stack:
+        node, it = stack[-1]
+        for nxt in it:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, iter(predecessors[nxt])))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    order.reverse()
+    position = {n: i for i, n in enumerate(order)}
+    ipdom = {exit_node: exit_node}
+    changed = True
+    while changed:
+        changed = False
+        for node in order[1:]:
+            candidates = [s for s in successors[node] if s in ipdom]
+            if not candidates:
+                continue
+            new = candidates[0]
+            for other in candidates[1:]:
+                a, b = new, other
+                while a is not b:
+                    while position[a] > position[b]:
+                        a = ipdom[a]
+                    while position[b] > position[a]:
+                        b = ipdom[b]
+                new = a
+            if ipdom.get(node) is not new:
+                ipdom[node] = new
+                changed = True
+    return {b: (None if ipdom.get(b) is exit_node else ipdom.get(b)) for b in blocks}
+
+
+def divergent_region(function: Function, varying: set[Value]) -> set[Block]:
+    """Blocks that only some work-items of a group may reach: those between a branch on
+    a varying condition and the point where its paths join again."""
+    ipdom = post_dominators(function)
+    region: set[Block] = set()
+    for block in function.blocks:
+        terminator = block.terminator
+        if terminator.opcode != "cbr" or terminator.operands[0] not in varying:
+            continue
+        join = ipdom.get(block)
+        stack = [s.block for s in terminator.successors]
+        while stack:
+            current = stack.pop()
+            if current is join or current in region:
+                continue
+            region.add(current)
+            stack.extend(current.successors)
+    return region
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class CheckBarriers:
+    """Rejects a barrier that not every work-item of a group reaches."""
+
+    name = "check-barriers"
+
+    def __call__(self, module: Module) -> None:
+        for function in module.functions.values():
+            if not any(op.opcode == "barrier" for op in function.ops()):
+                continue
+            region = divergent_region(function, varying_values(function))
+            for block in region:
+                for op in block.ops:
+                    if op.opcode == "barrier":
+                        raise divergent_barrier_error(module.kernel.name, op)
+
+
+def divergent_barrier_error(kernel: str, op) -> CompileError:
+    loc = op.loc
+    file = loc.file if loc else None
+    line = loc.line if loc else None
+    source = linecache.getline(file, line) if file and line else None
+    return CompileError(
+        "kk.synchronize() is reached by only some work-items of a group here: it sits under a "
+        "branch or loop whose condition depends on the work-item index", kernel=kernel,
+        file=file, line=line, source_line=source,
+        hint="move the barrier out of the branch so that every work-item of the group reaches "
+             "it (compute the condition, synchronize, then branch)")
