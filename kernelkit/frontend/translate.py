@@ -331,7 +331,6 @@ class FunctionTranslator:
             self.env[name] = header.add_param(param_type, name)
         self.builder.br(header, entry_args)
         self.builder.position_at_end(header)
-        header_env = dict(self.env)
         condition = test()
         body_block = self.builder.new_block()
         exit_block = None
@@ -369,7 +368,6 @@ class FunctionTranslator:
         ends = list(loop.breaks)
         if exit_block is not None:
             ends.insert(0, (exit_block, after_test_env))
-        del header_env
         self.merge(ends)
 
     def carried_value(self, name: str, value: Value, param_type: T.IRType, node) -> Value:
