@@ -60,6 +60,9 @@ class CPUTarget(Target):
     def machine(self, opt_level: int = 3):
         return _target_machine(self.cpu, self.features, opt_level)
 
+    def passes(self) -> tuple[str, ...]:
+        return ("split-barriers",)
+
     def triple(self) -> str:
         return llvm.get_process_triple()
 
@@ -176,26 +179,40 @@ class GroupFunctionBuilder(KernelEnvironment):
         builder.position_at_end(group_body)
         self.decompose_group(builder, group)
         if self.has_barrier:
-            builder.call(self.memset(), [self.resume, ir.Constant(i8, 0),
-                                         ir.Constant(i64, 4 * self.items),
-                                         ir.Constant(i1, 0)])
-            round_block = llvm_function.append_basic_block("round")
-            builder.branch(round_block)
-            builder.position_at_end(round_block)
-        self.work_item_loops(builder, axis=0)
-        # After the loop nest: another round if the work-items stopped at a barrier.
-        if self.has_barrier:
-            state = builder.load(builder.gep(self.resume, [ir.Constant(i64, 0)],
-                                             source_etype=i32), typ=i32)
-            finished = builder.icmp_signed("==", state, ir.Constant(i32, -1))
-            next_group = llvm_function.append_basic_block("next_group")
-            builder.cbranch(finished, next_group, round_block)
-            builder.position_at_end(next_group)
+            self.run_regions(builder)
+        else:
+            self.work_item_loops(builder, self.function.entry)
         group.add_incoming(builder.add(group, ir.Constant(i64, 1)), builder.block)
         builder.branch(group_loop)
         builder.position_at_end(done)
         builder.ret_void()
         return llvm_function
+
+    def run_regions(self, builder) -> None:
+        """Barriers cut the kernel into regions, each entered at the start or just after a
+        barrier. A region runs as a loop over the work-items from its start up to the next
+        barrier, which every work-item reaches alike; the region that comes next is the
+        one after the barrier the first work-item stopped at. Each region is a plain loop,
+        so the vectorizer sees it like a kernel without barriers."""
+        function = self.llvm_function
+        starts = [self.function.entry] + [block.successors[0] for block in self.function.blocks
+                                          if ends_with_barrier(block)]
+        self.region_ids = {block: index for index, block in enumerate(starts)}
+        builder.store(ir.Constant(i32, 0), self.region)
+        dispatch = function.append_basic_block("next_region")
+        finished = function.append_basic_block("group_finished")
+        builder.branch(dispatch)
+        builder.position_at_end(dispatch)
+        first_state = builder.gep(self.resume, [ir.Constant(i64, 0)], source_etype=i32)
+        switch = builder.switch(builder.load(self.region, typ=i32), finished)
+        for start, index in self.region_ids.items():
+            block = function.append_basic_block(f"region{index}")
+            switch.add_case(ir.Constant(i32, index), block)
+            builder.position_at_end(block)
+            self.work_item_loops(builder, start)
+            builder.store(builder.load(first_state, typ=i32), self.region)
+            builder.branch(dispatch)
+        builder.position_at_end(finished)
 
     def read_header(self, builder, args) -> None:
         def load(offset):
@@ -243,6 +260,7 @@ class GroupFunctionBuilder(KernelEnvironment):
                 self.allocations[op] = storage
         if self.has_barrier:
             self.resume = builder.alloca(i32, size=self.items, name="resume")
+            self.region = builder.alloca(i32, name="region")
             for value in sorted(self.demoted, key=lambda v: id(v)):
                 slot = builder.alloca(llvm_type(value.type), size=self.items)
                 self.slots[value] = slot
@@ -265,8 +283,8 @@ class GroupFunctionBuilder(KernelEnvironment):
             smaller = builder.icmp_signed("<", remaining, size)
             self.valid.append(builder.select(smaller, remaining, size))
 
-    def work_item_loops(self, builder, axis: int) -> None:
-        """for l[axis] in range(valid[axis]): ... (innermost: the body)."""
+    def work_item_loops(self, builder, start, axis: int = 0) -> None:
+        """for l[axis] in range(valid[axis]): ... (innermost: the body from `start`)."""
         function = self.llvm_function
         if axis == 0:
             self.local = [None] * self.ndim
@@ -283,19 +301,19 @@ class GroupFunctionBuilder(KernelEnvironment):
         builder.position_at_end(body)
         self.local[axis] = index
         if axis + 1 < self.ndim:
-            self.work_item_loops(builder, axis + 1)
+            self.work_item_loops(builder, start, axis + 1)
             builder.branch(latch)
         else:
             self.item_done = latch
-            self.emit_item(builder)
+            self.emit_item(builder, start)
         builder.position_at_end(latch)
         next_index = builder.add(index, ir.Constant(i64, 1))
         index.add_incoming(next_index, latch)
         builder.branch(header)
         builder.position_at_end(after)
 
-    def emit_item(self, builder) -> None:
-        """The body for one work-item; with barriers, resumed where the item stopped."""
+    def emit_item(self, builder, start) -> None:
+        """The body for one work-item, from `start` to a barrier or the end."""
         if self.has_barrier:
             flat = self.local[0]
             for axis in range(1, self.ndim):
@@ -307,13 +325,12 @@ class GroupFunctionBuilder(KernelEnvironment):
                                 source_etype=memory_type(op.type.dtype))
                 for op, (base, count) in self.private_bases.items()}
             self.state_address = builder.gep(self.resume, [flat], source_etype=i32)
-            state = builder.load(self.state_address, typ=i32)
-            start = self.llvm_function.append_basic_block("start")
-            self.dispatch = builder.switch(state, self.item_done)
-            self.dispatch.add_case(ir.Constant(i32, 0), start)
-            self.resume_points = 0
-            builder.position_at_end(start)
-        BodyLowering(self, self.function, self.llvm_function).lower(builder)
+        lowering = BodyLowering(self, self.function, self.llvm_function)
+        lowering.lower(builder, start, region_exit=self.region_exit if self.has_barrier else None)
+
+    def region_exit(self, builder, after) -> None:
+        builder.store(ir.Constant(i32, self.region_ids[after]), self.state_address)
+        builder.branch(self.item_done)
 
     # -- KernelEnvironment ----------------------------------------------------------------
 
@@ -334,12 +351,6 @@ class GroupFunctionBuilder(KernelEnvironment):
         for extent in reversed(op.type.shape[1:]):
             strides.insert(0, ir.Constant(i64, strides[0].constant * extent))
         return ArrayValue(storage, shape, strides, op.type)
-
-    def barrier(self, builder, after):
-        self.resume_points += 1
-        builder.store(ir.Constant(i32, self.resume_points), self.state_address)
-        builder.branch(self.item_done)
-        self.dispatch.add_case(ir.Constant(i32, self.resume_points), after)
 
     def kernel_return(self, builder):
         if self.has_barrier:
@@ -399,8 +410,9 @@ class GroupFunctionBuilder(KernelEnvironment):
     def math(self, builder, name, args, type):
         return cpu_math(builder, name, args, type)
 
-    def memset(self):
-        return self.module.declare_intrinsic("llvm.memset", [ptr, i64])
+
+def ends_with_barrier(block) -> bool:
+    return len(block.ops) >= 2 and block.ops[-2].opcode == "barrier"
 
 
 def _needs_slot(value, function) -> bool:

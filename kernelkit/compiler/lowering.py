@@ -102,6 +102,9 @@ class KernelEnvironment:
         return 0
 
 
+# Values a region may use without their definition being in it.
+_AVAILABLE_ANYWHERE = {"const", "local_id", "group_id", "ndrange", "localmem", "private"}
+
 _INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FLOAT_COMPARE = {"eq": ("==", True), "ne": ("!=", False), "lt": ("<", True),
                   "le": ("<=", True), "gt": (">", True), "ge": (">=", True)}
@@ -119,12 +122,18 @@ class BodyLowering:
 
     # -- driver ---------------------------------------------------------------------------
 
-    def lower(self, builder: ir.IRBuilder) -> None:
-        """Lower the body starting at the builder's current block."""
+    def lower(self, builder: ir.IRBuilder, start=None, region_exit=None) -> None:
+        """Lower the body from `start` (the entry by default) at the builder's block.
+
+        With `region_exit`, a block that ends with a barrier (see the split-barriers pass)
+        ends the lowering there: `region_exit(builder, block_after_the_barrier)` emits how
+        control leaves, and the code after the barrier is not followed."""
         function = self.function
+        start = start or function.entry
         for index, param in enumerate(function.params):
             self.values[param] = self.env.argument(index, param)
-        order = function.reachable_blocks()
+        self.region_exit = region_exit
+        order = self.region_blocks(start)
         for block in order[1:]:
             self.blocks[block] = self.llvm_function.append_basic_block()
         self.blocks[order[0]] = builder.block
@@ -135,11 +144,39 @@ class BodyLowering:
                 self.phis[param] = builder.phi(llvm_type(param.type))
         for block in order:
             builder.position_at_end(self.blocks[block])
-            if block is not order[0]:
+            if block is not function.entry:
                 for param in block.params:
                     self.define(builder, param, self.phis[param])
-            for op in block.ops:
+            ops = block.ops
+            if region_exit is not None and _ends_with_barrier(block):
+                ops = ops[:-2]
+            for op in ops:
                 self.lower_op(builder, op)
+            if len(ops) != len(block.ops):
+                region_exit(builder, block.successors[0])
+
+    def region_blocks(self, start) -> list:
+        """Blocks reachable from `start` (not past a barrier when lowering a region), in
+        reverse post-order so that definitions come before uses."""
+        seen, order = {start}, []
+        stack = [(start, iter(self.successors(start)))]
+        while stack:
+            block, successors = stack[-1]
+            for successor in successors:
+                if successor not in seen:
+                    seen.add(successor)
+                    stack.append((successor, iter(self.successors(successor))))
+                    break
+            else:
+                stack.pop()
+                order.append(block)
+        order.reverse()
+        return order
+
+    def successors(self, block) -> list:
+        if self.region_exit is not None and _ends_with_barrier(block):
+            return []
+        return block.successors
 
     def define(self, builder: ir.IRBuilder, value: Value, llvm_value) -> None:
         self.values[value] = llvm_value
@@ -149,6 +186,9 @@ class BodyLowering:
     def use(self, builder: ir.IRBuilder, value: Value):
         if self.env.is_demoted(value):
             return self.env.load_demoted(builder, value)
+        if value not in self.values and getattr(value, "opcode", None) in _AVAILABLE_ANYWHERE:
+            # Defined in another region of the kernel: these are the same everywhere.
+            self.lower_op(builder, value)
         return self.values[value]
 
     def lower_op(self, builder: ir.IRBuilder, op: Op) -> None:
@@ -264,7 +304,7 @@ class BodyLowering:
     # -- memory ---------------------------------------------------------------------------
 
     def array(self, value: Value) -> ArrayValue:
-        return self.values[value]
+        return self.use(None, value)
 
     def op_dim(self, builder, op: Op):
         return self.array(op.operands[0]).shape[op.attrs["axis"]]
@@ -343,6 +383,10 @@ class BodyLowering:
             return builder.bitcast(builder.extract_value(pair, 0), llvm_type(dtype))
         pair = builder.cmpxchg(address, expected, new, "monotonic", "monotonic")
         return builder.extract_value(pair, 0)
+
+
+def _ends_with_barrier(block) -> bool:
+    return len(block.ops) >= 2 and block.ops[-2].opcode == "barrier"
 
 
 def _is_one(value) -> bool:

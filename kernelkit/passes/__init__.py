@@ -5,7 +5,8 @@ from .dce import DeadCode
 from .inline import Inline
 from .pipeline import PASSES, Pipeline, run_passes
 from .simplify import Simplify
+from .split_barriers import SplitBarriers
 from .uniformity import CheckBarriers
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
-           "CommonSubexpressions", "CheckBarriers"]
+           "CommonSubexpressions", "CheckBarriers", "SplitBarriers"]
