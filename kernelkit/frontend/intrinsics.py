@@ -151,18 +151,18 @@ def static_shape(tr, value, node, name) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def allocation(space: str, name: str):
+def allocation(opcode: str, space: str, name: str):
     def handler(tr, node):
         args, _ = positional(tr, node, 2, 2, name)
         dtype = dtype_argument(tr, args[0], node, name)
         shape = static_shape(tr, args[1], node, name)
         array = T.ArrayType(dtype, len(shape), "C", space=space, shape=shape)
-        return tr.builder.op(space, [], array)
+        return tr.builder.op(opcode, [], array)
     return handler
 
 
-handles(kk.localmem)(allocation("localmem", "kk.localmem"))
-handles(kk.private)(allocation("private", "kk.private"))
+handles(kk.localmem)(allocation("localmem", "local", "kk.localmem"))
+handles(kk.private)(allocation("private", "private", "kk.private"))
 
 
 @handles(kk.synchronize)
