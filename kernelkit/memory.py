@@ -25,9 +25,8 @@ def to_backend(backend, array):
 
 
 def to_numpy(array) -> np.ndarray:
-    """`array` as a NumPy array; no copy for arrays already in host memory."""
-    if isinstance(array, np.ndarray):
-        return array
+    """`array` as a NumPy array, once the launches that write it have finished; no copy
+    for arrays already in host memory."""
     return get_backend(array).to_numpy(array)
 
 

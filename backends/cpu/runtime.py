@@ -12,6 +12,7 @@ import ctypes.util
 import linecache
 import os
 import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass
 
@@ -60,6 +61,7 @@ class CPU(Backend):
         self.debug = bool(debug)
         self._stream = _Stream(self.threads)
         self._target = None
+        _instances.add(self)
 
     def __repr__(self) -> str:
         return f"CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
@@ -90,13 +92,13 @@ class CPU(Backend):
         return to_numpy(array)
 
     def to_numpy(self, array) -> np.ndarray:
-        self.synchronize()
+        _synchronize_every_cpu_backend()
         return np.asarray(array)
 
     def copyto(self, destination, source) -> None:
         if not isinstance(destination, np.ndarray):
             raise BackendError(f"the CPU backend cannot copy into a {type(destination).__name__}")
-        self.synchronize()
+        _synchronize_every_cpu_backend()
         if not isinstance(source, np.ndarray):
             from kernelkit.memory import to_numpy
             source = to_numpy(source)
@@ -252,10 +254,10 @@ class _Stream:
 
     def run_inline(self, launch: _Launch) -> None:
         launch.run_chunk(0, launch.groups)
-        self.finish(launch)
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
+        if launch.prepared.uses_print:
+            self.printed = True
+        if launch.failed():
+            raise launch.error()
 
     def finish(self, launch: _Launch) -> None:
         if launch.prepared.uses_print:
@@ -308,6 +310,13 @@ class _Stream:
 
 
 _default = None
+_instances: weakref.WeakSet = weakref.WeakSet()
+
+
+def _synchronize_every_cpu_backend() -> None:
+    """A NumPy array does not say which CPU backend last wrote it: wait for all."""
+    for backend in list(_instances):
+        backend.synchronize()
 
 
 def _default_backend() -> CPU:

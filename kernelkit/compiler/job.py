@@ -52,31 +52,40 @@ def source_hash(pyfunc) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def captured_constants(pyfunc) -> tuple[tuple[str, Any], ...]:
-    """The numeric values a function reads from its closure and module globals: they are
-    compiled in as constants, so they belong to its identity."""
+def captured_constants(pyfunc, _seen: frozenset = frozenset()) -> tuple[tuple[str, Any], ...]:
+    """The values a function reads from its closure and module globals that are compiled
+    into it: numbers (as constants) and the functions it may call (by content), so they
+    belong to its identity."""
+    seen = _seen | {pyfunc}
     values = []
     code = pyfunc.__code__
     if pyfunc.__closure__:
         for name, cell in zip(code.co_freevars, pyfunc.__closure__):
             try:
-                values.append((name, _constant_key(cell.cell_contents)))
+                values.append((name, _constant_key(cell.cell_contents, seen)))
             except ValueError:
                 continue
     for name in code.co_names:
         if name in pyfunc.__globals__:
-            values.append((name, _constant_key(pyfunc.__globals__[name])))
+            values.append((name, _constant_key(pyfunc.__globals__[name], seen)))
     return tuple((n, v) for n, v in values if v is not None)
 
 
-def _constant_key(value):
-    if isinstance(value, (bool, int, float, str)):
+def _constant_key(value, seen: frozenset):
+    if isinstance(value, float):
+        return ("float", repr(value))  # 0.0 and -0.0 compile differently
+    if isinstance(value, (bool, int, str)):
         return (type(value).__name__, value)
     if isinstance(value, np.generic):
-        return (value.dtype.str, value.item())
+        return (value.dtype.str, repr(value.item()))
     if isinstance(value, tuple):
-        keys = tuple(_constant_key(v) for v in value)
+        keys = tuple(_constant_key(v, seen) for v in value)
         return None if None in keys else keys
+    if inspect.isfunction(value):
+        if value in seen:
+            return ("function", value.__module__, value.__qualname__)
+        return ("function", value.__module__, value.__qualname__, source_hash(value),
+                captured_constants(value, seen))
     return None
 
 

@@ -1,0 +1,71 @@
+"""How a CPU backend is configured: KERNELKIT_DEBUG turns on bounds checks, and default
+work-group sizes cover 1-D, 2-D and 3-D ndranges that are not multiples of them."""
+import numpy as np
+import pytest
+
+import kernelkit as kk
+
+
+@kk.kernel
+def read_next(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = x[i + 1]
+
+
+def test_kernelkit_debug_in_the_environment_makes_a_debug_backend(monkeypatch):
+    monkeypatch.setenv("KERNELKIT_DEBUG", "1")
+    backend = kk.CPU(threads=1)
+    assert backend.debug
+    assert "debug=True" in repr(backend)
+    with pytest.raises(IndexError, match="read_next"):
+        read_next(backend, 4)(np.zeros(8), np.zeros(8), ndrange=8)
+        kk.synchronize(backend)
+
+
+@pytest.mark.parametrize("value", ["", "0"])
+def test_kernelkit_debug_empty_or_zero_leaves_bounds_checks_off(monkeypatch, value):
+    monkeypatch.setenv("KERNELKIT_DEBUG", value)
+    assert not kk.CPU(threads=1).debug
+
+
+def test_explicit_debug_argument_overrides_the_environment(monkeypatch):
+    monkeypatch.setenv("KERNELKIT_DEBUG", "1")
+    assert not kk.CPU(threads=1, debug=False).debug
+
+
+@pytest.mark.parametrize("ndim, expected", [(1, (1024,)), (2, (4, 256)), (3, (4, 4, 64))])
+def test_default_workgroupsize_has_about_1024_items_with_the_last_axis_longest(ndim, expected):
+    assert kk.CPU(threads=1).default_workgroupsize(ndim) == expected
+
+
+@kk.kernel
+def stamp_1d(out):
+    i = kk.index(kk.Global)
+    out[i] += i + 1
+
+
+@kk.kernel
+def stamp_2d(out):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    out[i, j] += i * 1000 + j + 1
+
+
+@kk.kernel
+def stamp_3d(out):
+    i, j, k = kk.index(kk.Global, kk.NTuple)
+    out[i, j, k] += (i * 1000 + j) * 1000 + k + 1
+
+
+@pytest.mark.parametrize("kernel, shape", [(stamp_1d, (1000,)), (stamp_2d, (33, 517)),
+                                           (stamp_3d, (5, 7, 300))],
+                         ids=["1d", "2d", "3d"])
+def test_default_workgroupsize_covers_every_item_exactly_once(kernel, shape):
+    backend = kk.CPU(threads=2)
+    out = np.zeros(shape, np.int64)
+    kernel(backend)(out, ndrange=shape)
+    kk.synchronize(backend)
+    index = np.indices(shape)
+    expected = index[0] + 1
+    for axis in range(1, len(shape)):
+        expected = (expected - 1) * 1000 + index[axis] + 1
+    np.testing.assert_array_equal(out, expected)

@@ -1,0 +1,119 @@
+"""The CPU backend's stream: launches run in submission order across worker threads
+without the caller synchronizing in between; the thread count never changes results;
+errors and printed output of queued launches surface at kk.synchronize."""
+import numpy as np
+import pytest
+
+import kernelkit as kk
+
+BIG = 200_000          # far above the size that runs inline on the calling thread
+
+
+@pytest.fixture(scope="module")
+def two_threads():
+    return kk.CPU(threads=2)
+
+
+@kk.kernel
+def shift_in_bit(a, bit):
+    i = kk.index(kk.Global)
+    a[i] = a[i] * 2 + bit
+
+
+def test_fifty_dependent_launches_run_in_submission_order(two_threads):
+    a = np.zeros(BIG, np.int64)
+    bits = [int(k % 3 == 0) for k in range(50)]
+    for bit in bits:
+        shift_in_bit(two_threads, 256)(a, bit, ndrange=BIG)
+    kk.synchronize(two_threads)
+    expected = int("".join(map(str, bits)), 2)
+    np.testing.assert_array_equal(a, np.full(BIG, expected, np.int64))
+
+
+@kk.kernel
+def group_mixing(out, x: kk.Const):
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    group = kk.index(kk.Group)
+    tile = kk.localmem(np.float64, 128)
+    tile[local] = x[i]
+    kk.synchronize()
+    out[i] = tile[127 - local] * 0.5 + group + kk.sin(x[i])
+
+
+def test_one_and_two_threads_give_identical_results_for_many_work_groups(two_threads):
+    x = np.random.default_rng(0).standard_normal(128 * 3000)
+    results = []
+    for backend in (kk.CPU(threads=1), two_threads):
+        out = np.zeros_like(x)
+        group_mixing(backend, 128)(out, x, ndrange=x.size)
+        kk.synchronize(backend)
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
+    groups = np.arange(x.size) // 128
+    mirrored = x.reshape(-1, 128)[:, ::-1].ravel()
+    np.testing.assert_allclose(results[0], mirrored * 0.5 + groups + np.sin(x), rtol=1e-12)
+
+
+@kk.kernel
+def fill_with_index(a):
+    i = kk.index(kk.Global)
+    a[i] = i + 1
+
+
+@kk.kernel
+def copy_last(out, a: kk.Const):
+    out[0] = a[a.shape[0] - 1]
+
+
+def test_tiny_launch_after_a_queued_big_launch_sees_its_result(two_threads):
+    a = np.zeros(BIG, np.int64)
+    out = np.zeros(1, np.int64)
+    fill_with_index(two_threads, 1024)(a, ndrange=BIG)
+    copy_last(two_threads, 1)(out, a, ndrange=1)
+    kk.synchronize(two_threads)
+    assert out[0] == BIG
+    np.testing.assert_array_equal(a, np.arange(1, BIG + 1))
+
+
+@kk.kernel
+def read_next(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = x[i + 1]
+
+
+def test_index_error_in_a_queued_launch_surfaces_at_synchronize_and_the_backend_recovers():
+    debug = kk.CPU(threads=2, debug=True)
+    x = np.arange(BIG, dtype=np.float64)
+    y = np.zeros(BIG)
+    read_next(debug, 1000)(y, x, ndrange=BIG)          # queued: does not raise here
+    with pytest.raises(IndexError, match=r"(?s)read_next.*index 200000 is out of bounds"):
+        kk.synchronize(debug)
+    kk.synchronize(debug)                              # the error is reported once
+    a = np.zeros(BIG, np.int64)
+    fill_with_index(debug, 1000)(a, ndrange=BIG)
+    kk.synchronize(debug)
+    np.testing.assert_array_equal(a, np.arange(1, BIG + 1))
+
+
+@kk.kernel
+def print_first(a):
+    i = kk.index(kk.Global)
+    if i == 0:
+        kk.print("first element", a[0])
+
+
+def test_print_in_a_queued_launch_is_flushed_by_synchronize(two_threads, capfd):
+    capfd.readouterr()
+    a = np.full(BIG, 7, np.int32)
+    print_first(two_threads, 1024)(a, ndrange=BIG)
+    kk.synchronize(two_threads)
+    assert capfd.readouterr().out == "first element 7\n"
+
+
+def test_print_in_an_inline_launch_is_flushed_by_synchronize(two_threads, capfd):
+    capfd.readouterr()
+    a = np.full(4, 3, np.int32)
+    print_first(two_threads, 4)(a, ndrange=4)
+    kk.synchronize(two_threads)
+    assert capfd.readouterr().out == "first element 3\n"
