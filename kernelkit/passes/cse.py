@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.function import Block, Function, Module
+from .dominance import immediate_dominators
 from .pipeline import register
 from .uses import replace_all_uses
 
@@ -20,28 +21,9 @@ class CommonSubexpressions:
 
 
 def dominator_tree(function: Function) -> dict[Block, list[Block]]:
-    """Children of each block in the dominator tree (Cooper, Harvey and Kennedy)."""
+    """Children of each block in the dominator tree."""
     order = function.reachable_blocks()
-    position = {b: i for i, b in enumerate(order)}
-    predecessors = function.predecessors()
-    idom = {order[0]: order[0]}
-    changed = True
-    while changed:
-        changed = False
-        for block in order[1:]:
-            preds = [p for p in predecessors[block] if p in idom]
-            new = preds[0]
-            for other in preds[1:]:
-                a, b = new, other
-                while a is not b:
-                    while position[a] > position[b]:
-                        a = idom[a]
-                    while position[b] > position[a]:
-                        b = idom[b]
-                new = a
-            if idom.get(block) is not new:
-                idom[block] = new
-                changed = True
+    idom = immediate_dominators(order, function.predecessors())
     children: dict[Block, list[Block]] = {b: [] for b in order}
     for block in order[1:]:
         children[idom[block]].append(block)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..errors import CompileError
 from ..ir.function import Block, Function, Module
 from ..ir.ops import Value
+from .dominance import immediate_dominators
 from .pipeline import register
 
 _ALWAYS_VARYING = {"local_id", "atomic", "atomic_cas", "private"}
@@ -66,27 +67,7 @@ def post_dominators(function: Function) -> dict[Block, Block | None]:
             stack.pop()
             order.append(node)
     order.reverse()
-    position = {n: i for i, n in enumerate(order)}
-    ipdom = {exit_node: exit_node}
-    changed = True
-    while changed:
-        changed = False
-        for node in order[1:]:
-            candidates = [s for s in successors[node] if s in ipdom]
-            if not candidates:
-                continue
-            new = candidates[0]
-            for other in candidates[1:]:
-                a, b = new, other
-                while a is not b:
-                    while position[a] > position[b]:
-                        a = ipdom[a]
-                    while position[b] > position[a]:
-                        b = ipdom[b]
-                new = a
-            if ipdom.get(node) is not new:
-                ipdom[node] = new
-                changed = True
+    ipdom = immediate_dominators(order, successors)
     return {b: (None if ipdom.get(b) is exit_node else ipdom.get(b)) for b in blocks}
 
 

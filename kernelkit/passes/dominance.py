@@ -1,0 +1,30 @@
+"""Dominator trees (Cooper, Harvey and Kennedy's iterative algorithm), for any graph: run
+on the reversed control-flow graph it gives post-dominators."""
+from __future__ import annotations
+
+
+def immediate_dominators(order: list, predecessors: dict) -> dict:
+    """`order`: the nodes in reverse post-order from the root (order[0]); returns each
+    reachable node's immediate dominator (the root's is itself)."""
+    position = {node: index for index, node in enumerate(order)}
+    idom = {order[0]: order[0]}
+    changed = True
+    while changed:
+        changed = False
+        for node in order[1:]:
+            candidates = [p for p in predecessors.get(node, ()) if p in idom]
+            if not candidates:
+                continue
+            new = candidates[0]
+            for other in candidates[1:]:
+                a, b = new, other
+                while a is not b:
+                    while position[a] > position[b]:
+                        a = idom[a]
+                    while position[b] > position[a]:
+                        b = idom[b]
+                new = a
+            if idom.get(node) is not new:
+                idom[node] = new
+                changed = True
+    return idom
