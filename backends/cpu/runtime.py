@@ -69,7 +69,8 @@ class CPU(Backend):
     @classmethod
     def backend_of(cls, array):
         if isinstance(array, np.ndarray):
-            return _default_backend()
+            from kernelkit.backend import make_backend
+            return make_backend("cpu")
         return None
 
     # -- arrays ---------------------------------------------------------------------------
@@ -309,7 +310,6 @@ class _Stream:
                     self.condition.notify_all()
 
 
-_default = None
 _instances: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -317,11 +317,3 @@ def _synchronize_every_cpu_backend() -> None:
     """A NumPy array does not say which CPU backend last wrote it: wait for all."""
     for backend in list(_instances):
         backend.synchronize()
-
-
-def _default_backend() -> CPU:
-    global _default
-    if _default is None:
-        from kernelkit.backend import make_backend
-        _default = make_backend("cpu")
-    return _default

@@ -472,10 +472,14 @@ class FunctionTranslator:
             if isinstance(value, Value):
                 hinted = self.hints.variables.get(target.id)
                 if hinted is not None and hinted != value.type:
-                    if T.unify(hinted, value.type) != hinted:
-                        self.hints.variables[target.id] = T.unify(hinted, value.type) or hinted
-                        if self.hints.variables[target.id] != hinted:
-                            raise Retype()
+                    unified = T.unify(hinted, value.type)
+                    if unified is None:
+                        raise self.error(f"'{target.id}' holds a {hinted.name} elsewhere and a "
+                                         f"{value.type.name} here", target,
+                                         hint="use a different variable name")
+                    if unified != hinted:
+                        self.hints.variables[target.id] = unified
+                        raise Retype()
                     value = self.cast(value, hinted)
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
