@@ -13,6 +13,7 @@ from llvmlite import ir
 from ..ir import types as T
 from ..ir.function import Function
 from ..ir.ops import BlockParam, Op, Value
+from ..passes.split_barriers import ends_with_barrier
 
 i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 ptr = ir.PointerType()
@@ -89,6 +90,9 @@ class KernelEnvironment:
     def math(self, builder: ir.IRBuilder, name: str, args: list[ir.Value], type: T.ScalarType):
         raise NotImplementedError
 
+    def array_access(self, instruction: ir.Instruction) -> None:
+        """Called with every load and store of array elements (e.g. to attach metadata)."""
+
     def is_demoted(self, value: Value) -> bool:
         return False
 
@@ -102,58 +106,81 @@ class KernelEnvironment:
         return 0
 
 
-# Values a region may use without their definition being in it.
-_AVAILABLE_ANYWHERE = {"const", "local_id", "group_id", "ndrange", "localmem", "private"}
-
 _INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FLOAT_COMPARE = {"eq": ("==", True), "ne": ("!=", False), "lt": ("<", True),
                   "le": ("<=", True), "gt": (">", True), "ge": (">=", True)}
 
 
 class BodyLowering:
-    def __init__(self, env: KernelEnvironment, function: Function, llvm_function: ir.Function):
+    """Lowers a kernel's body, or the part of it a target runs at once (a region between
+    barriers), into the LLVM function at a builder's position.
+
+    `values` may hold LLVM values known beforehand (e.g. computed once per work-group).
+    A value used but neither defined in the part being lowered nor demoted by the
+    environment is a pure operation recomputed in the prologue, the block where the
+    lowering starts, which dominates all of it (index arithmetic, constants, geometry)."""
+
+    def __init__(self, env: KernelEnvironment, function: Function, llvm_function: ir.Function,
+                 values: dict | None = None, prologue: ir.IRBuilder | None = None):
         self.env = env
         self.function = function
         self.llvm_function = llvm_function
         self.module = llvm_function.module
-        self.values: dict[Value, object] = {}
+        self.values: dict[Value, object] = dict(values or {})
+        self.prologue = prologue
         self.blocks: dict = {}
         self.phis: dict[BlockParam, ir.PhiInstr] = {}
+        self.region_exit = None
+        for index, param in enumerate(function.params):
+            self.values.setdefault(param, env.argument(index, param))
 
     # -- driver ---------------------------------------------------------------------------
 
-    def lower(self, builder: ir.IRBuilder, start=None, region_exit=None) -> None:
+    def lower(self, builder: ir.IRBuilder, start=None, region_exit=None, start_args=(),
+              bindings=()) -> None:
         """Lower the body from `start` (the entry by default) at the builder's block.
 
         With `region_exit`, a block that ends with a barrier (see the split-barriers pass)
-        ends the lowering there: `region_exit(builder, block_after_the_barrier)` emits how
-        control leaves, and the code after the barrier is not followed."""
+        ends the lowering there: `region_exit(builder, successor, args)` emits how control
+        leaves (`args`: the LLVM values of the branch arguments after the barrier), and
+        the code after the barrier is not followed. A `start` other than the entry whose
+        parameters the environment does not keep gets `start_args` for them; `bindings`
+        are (value, value it equals) pairs made known in the prologue."""
         function = self.function
         start = start or function.entry
-        for index, param in enumerate(function.params):
-            self.values[param] = self.env.argument(index, param)
         self.region_exit = region_exit
         order = self.region_blocks(start)
-        for block in order[1:]:
+        for block in order:
             self.blocks[block] = self.llvm_function.append_basic_block()
-        self.blocks[order[0]] = builder.block
         # Phis first, for every block: a branch may reach a block before it is lowered.
-        for block in order[1:]:
-            builder.position_at_end(self.blocks[block])
+        for block in order:
+            if block is function.entry or not block.params or block is start and not start_args:
+                continue  # kernel arguments, or kept by the environment across a barrier
+            builder_at = ir.IRBuilder(self.blocks[block])
             for param in block.params:
-                self.phis[param] = builder.phi(llvm_type(param.type))
+                self.phis[param] = builder_at.phi(llvm_type(param.type))
+        prologue_block = builder.block
+        self.prologue = ir.IRBuilder(prologue_block)
+        self.prologue.position_before(builder.branch(self.blocks[start]))
+        for value, equal in bindings:
+            self.define(self.prologue, value, self.use(self.prologue, equal))
+        if start.params and start.params[0] in self.phis:
+            assert len(start_args) == len(start.params), "a start block needs its arguments"
+            for param, arg in zip(start.params, start_args):
+                self.phis[param].add_incoming(self.use(self.prologue, arg), prologue_block)
         for block in order:
             builder.position_at_end(self.blocks[block])
-            if block is not function.entry:
-                for param in block.params:
+            for param in block.params:
+                if param in self.phis:
                     self.define(builder, param, self.phis[param])
             ops = block.ops
-            if region_exit is not None and _ends_with_barrier(block):
+            if region_exit is not None and ends_with_barrier(block):
                 ops = ops[:-2]
             for op in ops:
                 self.lower_op(builder, op)
             if len(ops) != len(block.ops):
-                region_exit(builder, block.successors[0])
+                (successor,) = block.ops[-1].successors
+                region_exit(builder, successor, [self.use(builder, a) for a in successor.args])
 
     def region_blocks(self, start) -> list:
         """Blocks reachable from `start` (not past a barrier when lowering a region), in
@@ -174,7 +201,7 @@ class BodyLowering:
         return order
 
     def successors(self, block) -> list:
-        if self.region_exit is not None and _ends_with_barrier(block):
+        if self.region_exit is not None and ends_with_barrier(block):
             return []
         return block.successors
 
@@ -184,11 +211,14 @@ class BodyLowering:
             self.env.store_demoted(builder, value, llvm_value)
 
     def use(self, builder: ir.IRBuilder, value: Value):
+        if value in self.values:
+            return self.values[value]
         if self.env.is_demoted(value):
             return self.env.load_demoted(builder, value)
-        if value not in self.values and getattr(value, "opcode", None) in _AVAILABLE_ANYWHERE:
-            # Defined in another region of the kernel: these are the same everywhere.
-            self.lower_op(builder, value)
+        # Defined in another part of the kernel and cheap: recomputed here.
+        assert isinstance(value, Op) and value.is_pure or value.opcode in ("localmem", "private"), \
+            f"{value!r} is used where it is not defined"
+        self.lower_op(self.prologue, value)
         return self.values[value]
 
     def lower_op(self, builder: ir.IRBuilder, op: Op) -> None:
@@ -341,6 +371,7 @@ class BodyLowering:
         array_type = op.operands[0].type
         address = self.address(builder, op, array_type.ndim)
         value = builder.load(address, typ=memory_type(array_type.dtype))
+        self.env.array_access(value)
         if array_type.const:
             # Const arrays are read-only for the whole launch.
             value.set_metadata("invariant.load", self.module.add_metadata([]))
@@ -354,7 +385,7 @@ class BodyLowering:
         value = self.use(builder, op.operands[-1])
         if array_type.dtype.is_bool:
             value = builder.zext(value, i8)
-        builder.store(value, address)
+        self.env.array_access(builder.store(value, address))
 
     def op_atomic(self, builder, op: Op):
         array_type = op.operands[0].type
@@ -383,10 +414,6 @@ class BodyLowering:
             return builder.bitcast(builder.extract_value(pair, 0), llvm_type(dtype))
         pair = builder.cmpxchg(address, expected, new, "monotonic", "monotonic")
         return builder.extract_value(pair, 0)
-
-
-def _ends_with_barrier(block) -> bool:
-    return len(block.ops) >= 2 and block.ops[-2].opcode == "barrier"
 
 
 def _is_one(value) -> bool:

@@ -3,10 +3,11 @@ by name (`PASSES`), taking a `Module` and changing it in place."""
 from .cse import CommonSubexpressions
 from .dce import DeadCode
 from .inline import Inline
+from .loop_barriers import LoopBarriers
 from .pipeline import PASSES, Pipeline, run_passes
 from .simplify import Simplify
 from .split_barriers import SplitBarriers
 from .uniformity import CheckBarriers
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
-           "CommonSubexpressions", "CheckBarriers", "SplitBarriers"]
+           "CommonSubexpressions", "CheckBarriers", "LoopBarriers", "SplitBarriers"]

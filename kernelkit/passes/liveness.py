@@ -6,10 +6,11 @@ from ..ir.function import Function
 from ..ir.ops import Value
 
 
-def live_out(function: Function) -> dict:
-    """The values live at the end of each block (before its successors' parameters bind)."""
+def live_sets(function: Function) -> tuple[dict, dict]:
+    """(live in, live out) of each block. Live in excludes the block's parameters; live
+    out includes the values passed to successors' parameters."""
     live_in = {b: set() for b in function.blocks}
-    result = {b: set() for b in function.blocks}
+    live_out = {b: set() for b in function.blocks}
     changed = True
     while changed:
         changed = False
@@ -17,32 +18,41 @@ def live_out(function: Function) -> dict:
             out = set()
             terminator = block.terminator
             for successor in terminator.successors:
-                out |= live_in[successor.block] - set(successor.block.params)
+                out |= live_in[successor.block]
                 out.update(successor.args)
             live = set(out)
             for op in reversed(block.ops):
                 live.discard(op)
                 live.update(op.operands)
             live -= set(block.params)
-            if out != result[block] or live != live_in[block]:
-                result[block], live_in[block] = out, live
+            if out != live_out[block] or live != live_in[block]:
+                live_out[block], live_in[block] = out, live
                 changed = True
-    return result
+    return live_in, live_out
+
+
+def live_out(function: Function) -> dict:
+    """The values live at the end of each block (before its successors' parameters bind)."""
+    return live_sets(function)[1]
 
 
 def live_across_barriers(function: Function) -> set[Value]:
-    """Values defined before some barrier and used after it."""
-    outs = live_out(function)
+    """Values defined before some barrier and used after it. A barrier just before a
+    branch hands the branch's arguments over as the target's parameters: those
+    parameters are live across it, the arguments themselves are not."""
+    live_in, outs = live_sets(function)
     crossing: set[Value] = set()
     for block in function.blocks:
         if not any(op.opcode == "barrier" for op in block.ops):
             continue
+        terminator = block.terminator
+        handed_over = set(terminator.operands)
+        for successor in terminator.successors:
+            handed_over |= live_in[successor.block] | set(successor.block.params)
         live = set(outs[block])
-        for successor in block.terminator.successors:
-            live.update(successor.args)
         for op in reversed(block.ops):
             if op.opcode == "barrier":
-                crossing |= live
+                crossing |= handed_over if op is block.ops[-2] else live
             live.discard(op)
             live.update(op.operands)
     return crossing

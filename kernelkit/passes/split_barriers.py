@@ -1,11 +1,12 @@
-"""Makes every barrier the last operation before an unconditional branch to a block of
-its own, so that "just after this barrier" is the start of a block: targets that run a
-group's work-items one after another resume there."""
+"""Makes every barrier the last operation before a branch to a "region start": a block
+that is entered only just after a barrier. Targets that run a group's work-items one
+after another cut the kernel into regions there; a region start's parameters are what
+flows into it across the barrier."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.function import Block, Module
+from ..ir.function import Block, Function, Module
 from ..ir.ops import Op, Successor
 from .pipeline import register
 
@@ -21,9 +22,8 @@ class SplitBarriers:
             while index < len(function.blocks):
                 block = function.blocks[index]
                 for position, op in enumerate(block.ops):
-                    if op.opcode == "barrier" and block.ops[position + 1].opcode != "br" \
-                            or op.opcode == "barrier" and block.ops[position + 1:] and \
-                            _target_has_other_predecessors(function, block, position):
+                    if op.opcode == "barrier" and not _leads_to_region_start(function, block,
+                                                                             position):
                         after = Block()
                         after.function = function
                         for moved in block.ops[position + 1:]:
@@ -35,13 +35,23 @@ class SplitBarriers:
                 index += 1
 
 
-def _target_has_other_predecessors(function, block, position) -> bool:
-    """A barrier followed by a branch to a block that others also reach (or that has
-    parameters) still needs a block of its own after it."""
-    branch = block.ops[position + 1]
-    if branch.opcode != "br" or position + 2 != len(block.ops):
-        return True
-    target = branch.successors[0].block
-    if target.params:
-        return True
-    return sum(b.successors.count(target) for b in function.blocks) > 1
+def ends_with_barrier(block: Block) -> bool:
+    return len(block.ops) >= 2 and block.ops[-2].opcode == "barrier" \
+        and block.ops[-1].opcode == "br"
+
+
+def region_starts(function: Function) -> list[Block]:
+    """The entry, then each block entered just after a barrier, in block order."""
+    targets = {block.successors[0] for block in function.blocks if ends_with_barrier(block)}
+    return [function.entry] + [b for b in function.blocks if b in targets]
+
+
+def _leads_to_region_start(function: Function, block: Block, position: int) -> bool:
+    """The barrier is followed only by `br target` and every edge into `target` comes
+    from such a block."""
+    if position + 2 != len(block.ops) or block.ops[-1].opcode != "br":
+        return False
+    target = block.successors[0]
+    if target is function.entry:
+        return False
+    return all(ends_with_barrier(b) for b in function.blocks if target in b.successors)

@@ -1,0 +1,577 @@
+"""The CPU target's group function: `void kernel(ptr args, i64 first_group, i64 end_group)`
+runs work-groups `first_group .. end_group - 1`; inside a group, work-items are a loop
+nest (last axis innermost, so the vectorizer sees unit-stride accesses). Each group runs
+either the full-group code, whose loop trip counts are constants, or the code for a
+group cut short by the end of the ndrange.
+
+A kernel without barriers is one loop nest. Barriers (the kernel's own, and those the
+loop-barriers pass puts around loops that all work-items run alike) cut it into regions;
+a group runs region after region, each as a loop nest over its work-items, and the next
+region is the one after the barrier its work-items reached (all reach the same one). The
+control flow a region starts with that is the same for all work-items (a uniform loop's
+condition) runs once per group, outside the loop nest.
+
+Values live across a barrier are kept in slots: one per work-item for values that differ
+between work-items, one per group for uniform ones. Work-items run one after another, so
+a uniform slot is read from its `current` copy and written to its `next` copy, which
+becomes current when the region ends. Cheap pure values (index arithmetic) are computed
+again where they are used instead of being kept."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, KernelEnvironment,
+                                         c_strides, i8, i32, i64, llvm_type, memory_type, ptr)
+from kernelkit.ir import types as T
+from kernelkit.ir.ops import BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
+from kernelkit.passes.liveness import live_across_barriers
+from kernelkit.passes.split_barriers import ends_with_barrier, region_starts
+from kernelkit.passes.uniformity import varying_values
+from kernelkit.runtime.arguments import ArgumentLayout
+
+from .libc import cpu_math, printf_arguments
+
+FINISHED = -1
+"""The region number that ends a group."""
+
+PREFIX_BLOCKS = 16
+"""At most this many blocks of a region's uniform control flow run once per group (each
+branch there copies the code after it)."""
+
+_RECOMPUTED = (set(BINARY_OPS) - {"pow"}) | set(COMPARE_OPS) | set(UNARY_OPS) | \
+    set(GEOMETRY_OPS) | {"const", "cast", "select", "dim", "tuple", "extract", "localmem"}
+
+
+class RegionPlan:
+    """How a kernel with barriers is cut into regions, and what is kept across them."""
+
+    def __init__(self, function):
+        self.function = function
+        self.starts = region_starts(function)
+        self.number = {block: index for index, block in enumerate(self.starts)}
+        self.varying = varying_values(function)
+        self.recomputed = recomputable_values(function)
+        self.kept = {v for v in live_across_barriers(function)
+                     if v not in self.recomputed and _needs_slot(v, function)}
+        self.uniform = {v for v in self.kept if v not in self.varying}
+        self.blocks = {start: region_blocks(start) for start in self.starts}
+        self.cyclic = {start: cyclic_blocks(blocks) for start, blocks in self.blocks.items()}
+
+    def written_uniform(self, start) -> list:
+        """The uniform kept values a region may write, in a fixed order."""
+        written = []
+        for block in self.blocks[start]:
+            candidates = list(block.params) if block is not start else []
+            candidates += block.ops
+            if ends_with_barrier(block):
+                candidates += block.successors[0].params
+            written += [v for v in candidates if v in self.uniform]
+        return written
+
+    def runs_once(self, op: Op) -> bool:
+        """Whether a group may compute `op` once for all its work-items."""
+        return op.is_pure and op not in self.varying
+
+
+def region_blocks(start) -> list:
+    """The blocks reachable from a region's start without passing a barrier."""
+    seen, stack = [start], [start]
+    while stack:
+        block = stack.pop()
+        if ends_with_barrier(block):
+            continue
+        for successor in block.successors:
+            if successor not in seen:
+                seen.append(successor)
+                stack.append(successor)
+    return seen
+
+
+def cyclic_blocks(blocks: list) -> set:
+    """The blocks that can reach themselves without passing a barrier."""
+    inside = set(blocks)
+
+    def successors(block):
+        return [] if ends_with_barrier(block) else [s for s in block.successors if s in inside]
+
+    cyclic = set()
+    for block in blocks:
+        stack, seen = list(successors(block)), set()
+        while stack:
+            current = stack.pop()
+            if current is block:
+                cyclic.add(block)
+                break
+            if current not in seen:
+                seen.add(current)
+                stack.extend(successors(current))
+    return cyclic
+
+
+def recomputable_values(function) -> set:
+    """Pure cheap operations computed from kernel arguments, constants and geometry only."""
+    params = set(function.params)
+    result: set = set()
+    changed = True
+    while changed:
+        changed = False
+        for op in function.ops():
+            if op not in result and op.opcode in _RECOMPUTED and \
+                    all(v in params or v in result for v in op.operands):
+                result.add(op)
+                changed = True
+    return result
+
+
+def _needs_slot(value, function) -> bool:
+    """Kernel arguments, geometry and allocations are available everywhere already."""
+    if getattr(value, "opcode", None) in ("const", "local_id", "group_id", "ndrange",
+                                         "localmem", "private"):
+        return False
+    if value in function.params:
+        return False
+    return not isinstance(value.type, T.ArrayType)
+
+
+class GroupFunctionBuilder(KernelEnvironment):
+    """Builds the group function and serves as the body lowering's environment."""
+
+    def __init__(self, module: ir.Module, function, job, symbol: str):
+        self.module = module
+        self.function = function
+        self.job = job
+        self.symbol = symbol
+        self.debug = job.config.debug
+        self.sizes = job.config.workgroupsize
+        self.ndim = len(self.sizes)
+        self.items = 1
+        for size in self.sizes:
+            self.items *= size
+        self.layout = ArgumentLayout(tuple(p.type for p in function.params), self.ndim)
+        self.has_barrier = any(op.opcode == "barrier" for op in function.ops())
+        self.plan = RegionPlan(function) if self.has_barrier else None
+        self.locations: list = []
+        self.strings: dict[str, ir.Value] = {}
+        self.access_group = _DistinctNode(module)
+
+    # -- the group function ---------------------------------------------------------------
+
+    def build(self) -> ir.Function:
+        function_type = ir.FunctionType(ir.VoidType(), [ptr, i64, i64])
+        llvm_function = ir.Function(self.module, function_type, self.symbol)
+        self.llvm_function = llvm_function
+        args, first, end = llvm_function.args
+        args.name, first.name, end.name = "args", "first_group", "end_group"
+        args.add_attribute("noalias")
+        llvm_function.attributes.add("nounwind")
+        builder = ir.IRBuilder(llvm_function.append_basic_block("entry"))
+        self.read_header(builder, args)
+        self.arguments = [self.read_argument(builder, args, field) for field in self.layout.fields]
+        self.allocate_storage(builder)
+
+        entry = builder.block
+        group_loop = self.new_block("group_loop")
+        group_body = self.new_block("group_body")
+        next_group = self.new_block("next_group")
+        done = self.new_block("done")
+        builder.branch(group_loop)
+        builder.position_at_end(group_loop)
+        group = builder.phi(i64, "group")
+        group.add_incoming(first, entry)
+        builder.cbranch(builder.icmp_signed("<", group, end), group_body, done)
+        builder.position_at_end(group_body)
+        valid = self.decompose_group(builder, group)
+        full = builder.icmp_signed("==", valid[0], ir.Constant(i64, self.sizes[0]))
+        for axis in range(1, self.ndim):
+            full = builder.and_(full, builder.icmp_signed("==", valid[axis],
+                                                          ir.Constant(i64, self.sizes[axis])))
+        full_group = self.new_block("full_group")
+        partial_group = self.new_block("partial_group")
+        builder.cbranch(full, full_group, partial_group)
+        for block, extents, slots in (
+                (full_group, [ir.Constant(i64, s) for s in self.sizes], self.slot_sets[0]),
+                (partial_group, valid, self.slot_sets[1])):
+            builder.position_at_end(block)
+            self.extents_now = extents
+            self.slots, self.current, self.next = slots
+            if self.has_barrier:
+                self.run_regions(builder)
+            else:
+                self.work_item_loops(builder, lambda b: self.lower_item(b, self.function.entry))
+            builder.branch(next_group)
+        builder.position_at_end(next_group)
+        group.add_incoming(builder.add(group, ir.Constant(i64, 1)), next_group)
+        builder.branch(group_loop)
+        builder.position_at_end(done)
+        builder.ret_void()
+        return llvm_function
+
+    def new_block(self, name: str) -> ir.Block:
+        return self.llvm_function.append_basic_block(name)
+
+    def read_header(self, builder, args) -> None:
+        def load(offset):
+            address = builder.gep(args, [ir.Constant(i64, offset)], source_etype=i8)
+            return builder.load(address, typ=i64)
+        self.extents = [load(self.layout.ndrange_offset(d)) for d in range(self.ndim)]
+        self.group_counts = [load(self.layout.groups_offset(d)) for d in range(self.ndim)]
+        if self.debug:
+            address = builder.gep(args, [ir.Constant(i64, self.layout.error_record_offset)],
+                                  source_etype=i8)
+            self.error_record = builder.load(address, typ=ptr)
+
+    def read_argument(self, builder, args, field):
+        def load(offset, type):
+            address = builder.gep(args, [ir.Constant(i64, offset)], source_etype=i8)
+            return builder.load(address, typ=type)
+        type = field.type
+        if isinstance(type, T.ArrayType):
+            data = load(field.offset, ptr)
+            shape = [load(field.offset + 8 * (1 + d), i64) for d in range(type.ndim)]
+            if type.layout == "C":
+                strides = c_strides(builder, shape)
+            else:
+                strides = [load(field.offset + 8 * (1 + type.ndim + d), i64)
+                           for d in range(type.ndim)]
+            return ArrayValue(data, shape, strides, type)
+        return load(field.offset, llvm_type(type))
+
+    def allocate_storage(self, builder) -> None:
+        self.storage = {}
+        for op in self.function.ops():
+            if op.opcode not in ("localmem", "private"):
+                continue
+            count = 1
+            for extent in op.type.shape:
+                count *= extent
+            if op.opcode == "private":
+                count *= self.items
+            storage = builder.alloca(memory_type(op.type.dtype), size=count)
+            storage.align = 64
+            self.storage[op] = storage
+        if self.has_barrier:
+            self.region = builder.alloca(i32, name="region")
+        self.slot_sets = [self.allocate_slots(builder) for _ in range(2)]
+
+    def allocate_slots(self, builder) -> tuple[dict, dict, dict]:
+        """Slots for the values kept across barriers: (per work-item, current, next).
+        The full-group and the partial-group code each get their own, so that in the
+        full-group code, where every slot is addressed by constants once the loops are
+        unrolled, LLVM can keep them in registers."""
+        slots, current, next = {}, {}, {}
+        if self.has_barrier:
+            for value in sorted(self.plan.kept, key=_definition_order(self.function)):
+                type = llvm_type(value.type)
+                if value in self.plan.uniform:
+                    current[value] = builder.alloca(type)
+                    next[value] = builder.alloca(type)
+                else:
+                    slot = builder.alloca(type, size=self.items)
+                    slot.align = 64
+                    slots[value] = slot
+        return slots, current, next
+
+    def decompose_group(self, builder, group) -> list:
+        """Group number -> group index per axis (row-major); returns the number of valid
+        work-items per axis."""
+        rest = group
+        indices = []
+        for axis in reversed(range(self.ndim)):
+            if axis == 0:
+                indices.insert(0, rest)
+            else:
+                indices.insert(0, builder.urem(rest, self.group_counts[axis]))
+                rest = builder.udiv(rest, self.group_counts[axis])
+        self.group_index = indices
+        valid = []
+        for axis, index in enumerate(indices):
+            size = ir.Constant(i64, self.sizes[axis])
+            remaining = builder.sub(self.extents[axis], builder.mul(index, size))
+            smaller = builder.icmp_signed("<", remaining, size)
+            valid.append(builder.select(smaller, remaining, size))
+        return valid
+
+    def work_item_loops(self, builder, body, axis: int = 0) -> None:
+        """for l[axis] in range(extents_now[axis]): ... (innermost: `body(builder)`, which
+        ends by branching to `self.item_done`)."""
+        if axis == 0:
+            self.local = [None] * self.ndim
+        preheader = builder.block
+        header = self.new_block(f"item_loop{axis}")
+        item = self.new_block(f"item{axis}")
+        latch = self.new_block(f"item_next{axis}")
+        after = self.new_block(f"item_loop{axis}_end")
+        builder.branch(header)
+        builder.position_at_end(header)
+        index = builder.phi(i64, f"local{axis}")
+        index.add_incoming(ir.Constant(i64, 0), preheader)
+        builder.cbranch(builder.icmp_signed("<", index, self.extents_now[axis]), item, after)
+        builder.position_at_end(item)
+        self.local[axis] = index
+        if axis + 1 < self.ndim:
+            self.work_item_loops(builder, body, axis + 1)
+            builder.branch(latch)
+        else:
+            self.item_done = latch
+            body(builder)
+        builder.position_at_end(latch)
+        index.add_incoming(builder.add(index, ir.Constant(i64, 1)), latch)
+        back_edge = builder.branch(header)
+        if axis + 1 == self.ndim:
+            back_edge.set_metadata("llvm.loop", self.loop_metadata())
+        builder.position_at_end(after)
+
+    def loop_metadata(self):
+        """Properties of the innermost work-item loop: its iterations are independent
+        (work-items of a group may run in any order: one work-item writing what another
+        reads without a barrier in between is a race), so the vectorizer needs no
+        run-time alias checks; and it is not unrolled before the vectorizer sees it (a
+        full unroll of a short constant loop would leave it the outer loop, with strided
+        accesses)."""
+        module = self.module
+        identity = module.add_metadata([ir.MetaDataString(module, f"item_loop{len(module.metadata)}")])
+        identity.operands = (
+            identity,
+            module.add_metadata([ir.MetaDataString(module, "llvm.loop.parallel_accesses"),
+                                 self.access_group]),
+            module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+        return identity
+
+    def array_access(self, instruction) -> None:
+        instruction.set_metadata("llvm.access.group", self.access_group)
+
+    def lower_item(self, builder, start, values=None, start_args=(), bindings=()) -> None:
+        """The code of one work-item from `start` up to a barrier or the end."""
+        flat = self.local[0]
+        for axis in range(1, self.ndim):
+            flat = builder.add(builder.mul(flat, ir.Constant(i64, self.sizes[axis])),
+                               self.local[axis])
+        self.flat_item = flat
+        lowering = BodyLowering(self, self.function, self.llvm_function, values)
+        lowering.lower(builder, start, region_exit=self.leave_region if self.has_barrier else None,
+                       start_args=start_args, bindings=bindings)
+
+    # -- regions --------------------------------------------------------------------------
+
+    def run_regions(self, builder) -> None:
+        """Dispatch on the region number until the group is finished."""
+        builder.store(ir.Constant(i32, 0), self.region)
+        dispatch = self.new_block("next_region")
+        finished = self.new_block("group_finished")
+        builder.branch(dispatch)
+        builder.position_at_end(dispatch)
+        switch = builder.switch(builder.load(self.region, typ=i32), finished)
+        for start in self.plan.starts:
+            number = self.plan.number[start]
+            block = self.new_block(f"region{number}")
+            switch.add_case(ir.Constant(i32, number), block)
+            builder.position_at_end(block)
+            self.region_done = self.new_block(f"region{number}_done")
+            self.emit_region(builder, start)
+            builder.position_at_end(self.region_done)
+            for value in self.plan.written_uniform(start):
+                builder.store(builder.load(self.next[value], typ=llvm_type(value.type)),
+                              self.current[value])
+            builder.branch(dispatch)
+        builder.position_at_end(finished)
+
+    def emit_region(self, builder, start) -> None:
+        """The region's uniform leading control flow once, then loop nests over the
+        work-items where per-item work begins."""
+        prologue_block = builder.block
+        body = self.new_block("region_body")
+        prologue = ir.IRBuilder(prologue_block)
+        prologue.position_before(prologue.branch(body))
+        builder.position_at_end(body)
+        self.group_level = BodyLowering(self, self.function, self.llvm_function,
+                                        prologue=prologue)
+        values = dict(self.group_level.values)
+        for param in start.params:
+            if param in self.plan.uniform:
+                values[param] = prologue.load(self.current[param], typ=llvm_type(param.type))
+        self.prefix_budget = PREFIX_BLOCKS
+        self.walk(builder, start, start, values, [], (), frozenset())
+
+    def walk(self, builder, start, block, values, bindings, edge_args, path) -> None:
+        plan = self.plan
+        if not self.runs_once(start, block, edge_args, path):
+            self.work_item_loops(builder, lambda b: self.lower_item(
+                b, block, values, edge_args if block is not start else (), bindings))
+            builder.branch(self.region_done)
+            return
+        self.prefix_budget -= 1
+        values, bindings = dict(values), list(bindings)
+        lowering = self.group_level
+        lowering.values = values
+        if block is not start:
+            for param, arg in zip(block.params, edge_args):
+                if arg in plan.varying:
+                    bindings.append((param, arg))
+                else:
+                    lowering.define(builder, param, lowering.use(builder, arg))
+        ops = block.ops[:-2] if ends_with_barrier(block) else block.ops[:-1]
+        for op in ops:
+            lowering.lower_op(builder, op)
+        terminator = block.ops[-1]
+        path = path | {block}
+        if ends_with_barrier(block):
+            (successor,) = terminator.successors
+            self.enter_region(builder, successor, [lowering.use(builder, a) for a in successor.args])
+            builder.branch(self.region_done)
+        elif terminator.opcode == "ret":
+            self.select_region(builder, FINISHED)
+            builder.branch(self.region_done)
+        elif terminator.opcode == "br":
+            (successor,) = terminator.successors
+            self.walk(builder, start, successor.block, values, bindings, successor.args, path)
+        else:
+            condition = lowering.use(builder, terminator.operands[0])
+            branches = [self.new_block("uniform_then"), self.new_block("uniform_else")]
+            builder.cbranch(condition, *branches)
+            for successor, branch in zip(terminator.successors, branches):
+                builder.position_at_end(branch)
+                self.walk(builder, start, successor.block, values, bindings, successor.args,
+                          path)
+
+    def runs_once(self, start, block, edge_args, path) -> bool:
+        """Whether `block` can run once for the whole group at this point of a region."""
+        plan = self.plan
+        if self.prefix_budget <= 0 or block in path or block in plan.cyclic[start]:
+            return False
+        terminator = block.ops[-1]
+        ops = block.ops[:-2] if ends_with_barrier(block) else block.ops[:-1]
+        if not all(plan.runs_once(op) for op in ops):
+            return False
+        if terminator.opcode == "cbr" and terminator.operands[0] in plan.varying:
+            return False
+        if ends_with_barrier(block) and any(a in plan.varying for a in terminator.successors[0].args):
+            return False
+        return True
+
+    def enter_region(self, builder, successor, args) -> None:
+        """Hand the branch arguments over to the next region's start and select it."""
+        for param, value in zip(successor.block.params, args):
+            if param in self.next or param in self.slots:
+                self.store_demoted(builder, param, value)
+        self.select_region(builder, self.plan.number[successor.block])
+
+    def select_region(self, builder, number: int) -> None:
+        self.array_access(builder.store(ir.Constant(i32, number), self.region))
+
+    def leave_region(self, builder, successor, args) -> None:
+        self.enter_region(builder, successor, args)
+        builder.branch(self.item_done)
+
+    # -- KernelEnvironment ----------------------------------------------------------------
+
+    def argument(self, index, param):
+        return self.arguments[index]
+
+    def geometry(self, builder, opcode, axis):
+        if opcode == "local_id":
+            return self.local[axis]
+        if opcode == "group_id":
+            return self.group_index[axis]
+        return self.extents[axis]
+
+    def allocation(self, builder, op):
+        """Local memory is one array per group. Private arrays are one array per work-item,
+        interleaved: element e of work-item w is at e * items + w, so that neighbouring
+        work-items' elements are neighbours in memory (vector loads and stores)."""
+        shape = [ir.Constant(i64, s) for s in op.type.shape]
+        spacing = self.items if op.opcode == "private" else 1
+        strides = [spacing]
+        for extent in reversed(op.type.shape[1:]):
+            strides.insert(0, strides[0] * extent)
+        strides = [ir.Constant(i64, s) for s in strides]
+        storage = self.storage[op]
+        if op.opcode == "private":
+            storage = builder.gep(storage, [self.flat_item], source_etype=memory_type(op.type.dtype))
+        return ArrayValue(storage, shape, strides, op.type)
+
+    def kernel_return(self, builder):
+        if self.has_barrier:
+            self.select_region(builder, FINISHED)
+        builder.branch(self.item_done)
+
+    def is_demoted(self, value):
+        return value in self.slots or value in self.next
+
+    def store_demoted(self, builder, value, llvm_value):
+        if value in self.next:
+            address = self.next[value]
+        else:
+            address = builder.gep(self.slots[value], [self.flat_item],
+                                  source_etype=llvm_type(value.type))
+        self.array_access(builder.store(llvm_value, address))
+
+    def load_demoted(self, builder, value):
+        type = llvm_type(value.type)
+        if value in self.current:
+            address = self.current[value]
+        else:
+            address = builder.gep(self.slots[value], [self.flat_item], source_etype=type)
+        load = builder.load(address, typ=type)
+        self.array_access(load)
+        return load
+
+    def out_of_bounds(self, builder, loc, axis, indices, shape):
+        self.locations.append(loc)
+        record = self.error_record
+        flag = builder.cmpxchg(record, ir.Constant(i64, 0), ir.Constant(i64, 1),
+                               "monotonic", "monotonic")
+        first = builder.extract_value(flag, 1)
+        write = self.new_block("record_error")
+        leave = self.new_block("leave")
+        builder.cbranch(first, write, leave)
+        builder.position_at_end(write)
+        values = [ir.Constant(i64, len(self.locations) - 1), ir.Constant(i64, axis),
+                  ir.Constant(i64, len(indices)), *indices, *shape]
+        for position, value in enumerate(values, start=1):
+            builder.store(value, builder.gep(record, [ir.Constant(i64, position)],
+                                             source_etype=i64))
+        builder.branch(leave)
+        builder.position_at_end(leave)
+        builder.ret_void()
+
+    def print(self, builder, format, values):
+        text, args = printf_arguments(builder, format, values, self.string)
+        printf = self.module.globals.get("printf")
+        if printf is None:
+            printf = ir.Function(self.module, ir.FunctionType(i32, [ptr], var_arg=True), "printf")
+        builder.call(printf, [self.string(text), *args])
+
+    def string(self, text: str) -> ir.Value:
+        if text not in self.strings:
+            data = bytearray(text.encode() + b"\0")
+            constant = ir.Constant(ir.ArrayType(i8, len(data)), data)
+            variable = ir.GlobalVariable(self.module, constant.type, f"str{len(self.strings)}")
+            variable.global_constant = True
+            variable.linkage = "private"
+            variable.initializer = constant
+            self.strings[text] = variable.gep([ir.Constant(i32, 0), ir.Constant(i32, 0)])
+        return self.strings[text]
+
+    def math(self, builder, name, args, type):
+        return cpu_math(builder, name, args, type)
+
+
+class _DistinctNode(ir.values.MDValue):
+    """`distinct !{}`: an access group (llvmlite writes only uniqued metadata nodes)."""
+
+    def __init__(self, module: ir.Module):
+        super().__init__(module, [], name=str(len(module.metadata)))
+
+    def descr(self, buf):
+        buf += ("distinct !{}", "\n")
+
+
+def _definition_order(function):
+    """A deterministic order of values: by where they are defined."""
+    order = {}
+    for block in function.blocks:
+        for param in block.params:
+            order[param] = len(order)
+        for op in block.ops:
+            order[op] = len(order)
+    return lambda value: order[value]

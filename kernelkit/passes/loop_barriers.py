@@ -1,0 +1,143 @@
+"""Puts a work-group barrier on every edge into the header of a loop that all work-items
+of a group run alike (its condition and exits do not depend on the work-item), so that a
+target running a group's work-items one after another can turn the loop inside out:
+
+    for each work-item: for p in range(k): acc += a[i, p] * b[p, j]
+becomes
+    for p in range(k): for each work-item: acc += a[i, p] * b[p, j]
+
+where the loop over work-items is innermost and vectorizes. The barrier changes nothing a
+kernel can observe: without one, work-items of a group may run in any order.
+
+Loops with a small constant trip count are left alone (LLVM unrolls them whole), and so
+are loops that do no per-work-item work."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.function import Block, Function, Module
+from ..ir.ops import Op, Successor
+from .dominance import immediate_dominators
+from .uniformity import divergent_region, varying_values
+from .pipeline import register
+
+SMALL_TRIP_COUNT = 32
+"""Loops known to run at most this many times are unrolled by LLVM instead."""
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class LoopBarriers:
+    name = "loop-barriers"
+
+    def __call__(self, module: Module) -> None:
+        kernel = module.kernel
+        varying = varying_values(kernel)
+        divergent = divergent_region(kernel, varying)
+        for header, body in natural_loops(kernel).items():
+            latches = {b for b in body if header in b.successors}
+            if header in divergent or latches & divergent:
+                continue
+            if not any(op in varying or not op.is_pure for block in body for op in block.ops
+                       if not op.is_terminator):
+                continue
+            if runs_at_most(header, body, SMALL_TRIP_COUNT):
+                continue
+            put_barriers_on_edges_into(kernel, header)
+
+
+def natural_loops(function: Function) -> dict[Block, set[Block]]:
+    """Each loop header with the blocks of its loop (header included)."""
+    order = function.reachable_blocks()
+    predecessors = function.predecessors()
+    idom = immediate_dominators(order, predecessors)
+
+    def dominates(a, b):
+        while b is not a:
+            if idom[b] is b:
+                return False
+            b = idom[b]
+        return True
+
+    loops: dict[Block, set[Block]] = {}
+    for block in order:
+        for successor in block.successors:
+            if dominates(successor, block):
+                body = loops.setdefault(successor, {successor})
+                stack = [block]
+                while stack:
+                    current = stack.pop()
+                    if current not in body:
+                        body.add(current)
+                        stack.extend(p for p in predecessors[current] if p in idom)
+    return loops
+
+
+def runs_at_most(header: Block, body: set[Block], limit: int) -> bool:
+    """Whether the loop's condition is `counter <op> constant` with a counter that starts
+    at a constant and steps by a constant, and stops within `limit` iterations."""
+    condition_branch = header.terminator
+    if condition_branch.opcode != "cbr":
+        return False
+    condition = condition_branch.operands[0]
+    if not isinstance(condition, Op) or condition.opcode not in _COMPARE:
+        return False
+    left, right = condition.operands
+    counter, bound, flipped = (left, right, False) if left in header.params else \
+        (right, left, True)
+    if counter not in header.params or not _is_const(bound):
+        return False
+    position = header.params.index(counter)
+    starts, steps = set(), set()
+    for block in header.function.blocks:
+        for successor in (block.terminator.successors if block.terminator else ()):
+            if successor.block is not header:
+                continue
+            value = successor.args[position]
+            if block not in body and _is_const(value):
+                starts.add(value.attrs["value"])
+            elif block in body and isinstance(value, Op) and value.opcode in ("add", "sub") \
+                    and value.operands[0] is counter and _is_const(value.operands[1]):
+                step = value.operands[1].attrs["value"]
+                steps.add(step if value.opcode == "add" else -step)
+            else:
+                return False
+    if len(starts) != 1 or len(steps) != 1:
+        return False
+    (value,), (step,) = starts, steps
+    stays = _COMPARE[condition.opcode]
+    continue_on_true = condition_branch.successors[0].block in body
+    bound_value = bound.attrs["value"]
+    for _ in range(limit + 1):
+        holds = stays(bound_value, value) if flipped else stays(value, bound_value)
+        if holds != continue_on_true:
+            return True
+        value += step
+    return False
+
+
+_COMPARE = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+            "ge": lambda a, b: a >= b, "ne": lambda a, b: a != b, "eq": lambda a, b: a == b}
+
+
+def _is_const(value) -> bool:
+    return isinstance(value, Op) and value.opcode == "const"
+
+
+def put_barriers_on_edges_into(function: Function, header: Block) -> None:
+    """Every edge into `header` goes through a new block `barrier; br header(args)`."""
+    for block in list(function.blocks):
+        terminator = block.terminator
+        if terminator is None or (block.ops[-2:-1] and block.ops[-2].opcode == "barrier"
+                                  and len(terminator.successors) == 1):
+            continue
+        for index, successor in enumerate(terminator.successors):
+            if successor.block is not header:
+                continue
+            edge = Block()
+            edge.function = function
+            edge.append(Op("barrier", [], loc=terminator.loc))
+            edge.append(Op("br", [], successors=[Successor(header, successor.args)],
+                           loc=terminator.loc))
+            terminator.successors[index] = Successor(edge)
+            function.blocks.insert(function.blocks.index(block) + 1, edge)
