@@ -405,7 +405,7 @@ class GroupFunctionBuilder(KernelEnvironment):
         lowering.values = values
         if block is not start:
             for param, arg in zip(block.params, edge_args):
-                if arg in plan.varying:
+                if param in plan.varying:
                     bindings.append((param, arg))
                 else:
                     lowering.define(builder, param, lowering.use(builder, arg))
@@ -444,8 +444,9 @@ class GroupFunctionBuilder(KernelEnvironment):
             return False
         if terminator.opcode == "cbr" and terminator.operands[0] in plan.varying:
             return False
-        if ends_with_barrier(block) and any(a in plan.varying for a in terminator.successors[0].args):
-            return False
+        if ends_with_barrier(block) and any(p in plan.varying
+                                            for p in terminator.successors[0].block.params):
+            return False  # the next region's start keeps a value per work-item
         return True
 
     def enter_region(self, builder, successor, args) -> None:

@@ -353,7 +353,13 @@ class FunctionTranslator:
         self.loops.pop()
         if self.builder.block is not None:
             loop.continues.append((self.builder.block, self.env))
-        for block, env in loop.continues:
+        continues = [(block, env) for block, env in loop.continues if block is not None]
+        if len(continues) > 1:
+            # One back edge: the counter steps once, after the paths of the body join, so
+            # that it stays uniform when the paths were chosen per work-item.
+            self.merge(continues)
+            continues = [(self.builder.block, self.env)]
+        for block, env in continues:
             self.builder.position_at_end(block)
             self.env = dict(env)
             if latch:

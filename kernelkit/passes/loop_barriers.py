@@ -35,8 +35,10 @@ class LoopBarriers:
         varying = varying_values(kernel)
         divergent = divergent_region(kernel, varying)
         for header, body in natural_loops(kernel).items():
-            latches = {b for b in body if header in b.successors}
-            if header in divergent or latches & divergent:
+            # A loop some work-items leave earlier than others (or enter at all) has a
+            # branch on a varying condition from which the header is reached before the
+            # paths join again: the header is in the divergent region.
+            if header in divergent:
                 continue
             if not any(op in varying or not op.is_pure for block in body for op in block.ops
                        if not op.is_terminator):
