@@ -7,8 +7,9 @@ Every case is one function taking the run's `Context` (the backend, its peers, t
 and returning a `Measurement`. Kernel cases compile and check the result first (a wrong
 result is reported as WRONG, never timed as if it were right), then time `repeats` runs
 with `time.perf_counter`; a kernelkit run ends with `kk.synchronize(backend)`, so the time
-covers the work, not only the asynchronous launch. The table shows the best run; --json
-also records the median. Process cases (cold compile, import) run a fresh interpreter
+covers the work, not only the asynchronous launch. Kernel cases alternate kernelkit and
+its peers for a few rounds and pool the samples (a shared machine's load bursts then hit
+both sides alike). The table shows the best run; --json also records the median. Process cases (cold compile, import) run a fresh interpreter
 per sample and report the time measured inside it, so interpreter start-up is not counted.
 
 The peers are per backend kind (`peers.PEERS`): numpy and numba on the CPU. A backend
@@ -65,10 +66,16 @@ class Timing:
 
     best: float
     median: float
+    samples: tuple[float, ...] = ()
 
     @classmethod
     def from_samples(cls, samples: list[float]) -> Timing:
-        return cls(best=min(samples), median=statistics.median(samples))
+        return cls(best=min(samples), median=statistics.median(samples),
+                   samples=tuple(samples))
+
+    @classmethod
+    def pooled(cls, timings: list[Timing]) -> Timing:
+        return cls.from_samples([s for timing in timings for s in timing.samples])
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +133,11 @@ class AbsoluteTarget:
 
 def measure(run: Callable[[], object], repeats: int, calls: int = 1) -> Timing:
     """Time `repeats` runs of `run` after one untimed warm-up run (compilation, first-touch
-    page faults); each run makes `calls` calls, and the timing is per call."""
+    page faults); each run makes `calls` calls, and the timing is per call. A short pause
+    first lets threads of the previous measurement go idle (OpenMP workers spin for a
+    while after their last parallel loop)."""
     run()
+    time.sleep(0.05)
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -136,17 +146,34 @@ def measure(run: Callable[[], object], repeats: int, calls: int = 1) -> Timing:
     return Timing.from_samples(samples)
 
 
+ROUNDS = 3
+"""Kernel cases alternate the kernelkit side and the peers this many times and pool each
+side's samples, so that a burst of load on a shared machine falls on both sides."""
+
+
 def measure_case(size: str, kernelkit_side: Callable[[], tuple[Timing, bool | None]],
-                 peers: dict[str, Timing | None]) -> Measurement:
+                 peers: dict[str, Timing | None] | Callable[[], dict[str, Timing | None]]
+                 ) -> Measurement:
     """Run a case's kernelkit side, which returns its timing and whether its result was
-    right, and combine it with the peers' timings. A kernelkit failure is recorded, not
-    raised, so the other cases and the peers still get timed."""
-    try:
-        timing, correct = kernelkit_side()
-    except Exception as exc:  # noqa: BLE001 - any failure is a result worth reporting
-        print(traceback.format_exc(), file=sys.stderr)
-        return Measurement(size, None, peers, error=describe_error(exc))
-    return Measurement(size, timing, peers, correct=correct)
+    right, and combine it with the peers' timings (or, given a function that measures
+    them, alternate the two sides for `ROUNDS` rounds). A kernelkit failure is recorded,
+    not raised, so the other cases and the peers still get timed."""
+    rounds = ROUNDS if callable(peers) else 1
+    timings, peer_rounds, correct = [], [], True
+    for _ in range(rounds):
+        try:
+            timing, right = kernelkit_side()
+        except Exception as exc:  # noqa: BLE001 - any failure is a result worth reporting
+            print(traceback.format_exc(), file=sys.stderr)
+            measured = peers() if callable(peers) else peers
+            return Measurement(size, None, measured, error=describe_error(exc))
+        timings.append(timing)
+        correct = None if right is None else bool(correct and right)
+        peer_rounds.append(peers() if callable(peers) else peers)
+    pooled_peers = {name: (None if peer_rounds[0][name] is None else
+                           Timing.pooled([r[name] for r in peer_rounds]))
+                    for name in peer_rounds[0]}
+    return Measurement(size, Timing.pooled(timings), pooled_peers, correct=correct)
 
 
 def describe_error(exc: Exception) -> str:
@@ -233,7 +260,7 @@ def bench_saxpy(ctx: Context) -> Measurement:
         return measure(run, ctx.sizes.repeats), correct
 
     return measure_case(f"{n:,}", kernelkit_side,
-                        peers=measure_peers(ctx, "saxpy", (y_host, a, x_host)))
+                        peers=lambda: measure_peers(ctx, "saxpy", (y_host, a, x_host)))
 
 
 def bench_stencil(ctx: Context) -> Measurement:
@@ -256,7 +283,8 @@ def bench_stencil(ctx: Context) -> Measurement:
         return measure(run, ctx.sizes.repeats), agrees(kk.to_numpy(out), expected, rtol=1e-5)
 
     return measure_case(f"{edge}x{edge}", kernelkit_side,
-                        peers=measure_peers(ctx, "stencil5", (u_host.copy(), u_host, alpha)))
+                        peers=lambda: measure_peers(ctx, "stencil5",
+                                                    (u_host.copy(), u_host, alpha)))
 
 
 def _bench_matmul(ctx: Context, kernel) -> Measurement:
@@ -282,7 +310,7 @@ def _bench_matmul(ctx: Context, kernel) -> Measurement:
 
     c_host = np.zeros((edge, edge), dtype=np.float32)
     return measure_case(f"{edge}x{edge}", kernelkit_side,
-                        peers=measure_peers(ctx, "matmul", (c_host, a_host, b_host)))
+                        peers=lambda: measure_peers(ctx, "matmul", (c_host, a_host, b_host)))
 
 
 def bench_matmul_naive(ctx: Context) -> Measurement:
@@ -315,7 +343,7 @@ def bench_sum(ctx: Context) -> Measurement:
         return measure(run, ctx.sizes.repeats), correct
 
     return measure_case(f"{n:,}", kernelkit_side,
-                        peers=measure_peers(ctx, "total", (x_host,)))
+                        peers=lambda: measure_peers(ctx, "total", (x_host,)))
 
 
 def bench_launch_overhead(ctx: Context) -> Measurement:

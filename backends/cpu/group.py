@@ -21,7 +21,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, KernelEnvironment,
-                                         c_strides, i8, i32, i64, llvm_type, memory_type, ptr)
+                                         c_strides, i1, i8, i32, i64, llvm_type, memory_type,
+                                         ptr)
 from kernelkit.ir import types as T
 from kernelkit.ir.ops import BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
 from kernelkit.passes.liveness import live_across_barriers
@@ -169,6 +170,7 @@ class GroupFunctionBuilder(KernelEnvironment):
         self.arguments = [self.read_argument(builder, args, field) for field in self.layout.fields]
         self.allocate_storage(builder)
 
+        first_index = self.decompose_group(builder, first)
         entry = builder.block
         group_loop = self.new_block("group_loop")
         group_body = self.new_block("group_body")
@@ -178,9 +180,14 @@ class GroupFunctionBuilder(KernelEnvironment):
         builder.position_at_end(group_loop)
         group = builder.phi(i64, "group")
         group.add_incoming(first, entry)
+        self.group_index = []
+        for axis, start in enumerate(first_index):
+            index = builder.phi(i64, f"group{axis}")
+            index.add_incoming(start, entry)
+            self.group_index.append(index)
         builder.cbranch(builder.icmp_signed("<", group, end), group_body, done)
         builder.position_at_end(group_body)
-        valid = self.decompose_group(builder, group)
+        valid = self.valid_items(builder)
         full = builder.icmp_signed("==", valid[0], ir.Constant(i64, self.sizes[0]))
         for axis in range(1, self.ndim):
             full = builder.and_(full, builder.icmp_signed("==", valid[axis],
@@ -201,6 +208,8 @@ class GroupFunctionBuilder(KernelEnvironment):
             builder.branch(next_group)
         builder.position_at_end(next_group)
         group.add_incoming(builder.add(group, ir.Constant(i64, 1)), next_group)
+        for index, following in zip(self.group_index, self.following_group(builder)):
+            index.add_incoming(following, next_group)
         builder.branch(group_loop)
         builder.position_at_end(done)
         builder.ret_void()
@@ -272,8 +281,7 @@ class GroupFunctionBuilder(KernelEnvironment):
         return slots, current, next
 
     def decompose_group(self, builder, group) -> list:
-        """Group number -> group index per axis (row-major); returns the number of valid
-        work-items per axis."""
+        """Group number -> group index per axis (row-major, the last axis fastest)."""
         rest = group
         indices = []
         for axis in reversed(range(self.ndim)):
@@ -282,9 +290,27 @@ class GroupFunctionBuilder(KernelEnvironment):
             else:
                 indices.insert(0, builder.urem(rest, self.group_counts[axis]))
                 rest = builder.udiv(rest, self.group_counts[axis])
-        self.group_index = indices
+        return indices
+
+    def following_group(self, builder) -> list:
+        """The next group's index per axis, counted on from this one's (no division per
+        group: a 64-bit division costs as much as a small group's work)."""
+        following = list(self.group_index)
+        carry = ir.Constant(i1, 1)
+        for axis in reversed(range(self.ndim)):
+            stepped = builder.add(following[axis], builder.zext(carry, i64))
+            if axis == 0:
+                following[axis] = stepped
+                break
+            wraps = builder.icmp_signed("==", stepped, self.group_counts[axis])
+            following[axis] = builder.select(wraps, ir.Constant(i64, 0), stepped)
+            carry = wraps
+        return following
+
+    def valid_items(self, builder) -> list:
+        """The number of work-items of this group inside the ndrange, per axis."""
         valid = []
-        for axis, index in enumerate(indices):
+        for axis, index in enumerate(self.group_index):
             size = ir.Constant(i64, self.sizes[axis])
             remaining = builder.sub(self.extents[axis], builder.mul(index, size))
             smaller = builder.icmp_signed("<", remaining, size)

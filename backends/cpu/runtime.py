@@ -1,10 +1,11 @@
 """The CPU backend: NumPy arrays, and launches spread over worker threads.
 
-A launch is queued on the backend's stream and run in order by a dispatcher thread;
-its work-groups are split into chunks that the dispatcher and the workers take in
-turn, each calling the compiled group function through ctypes (which releases the
-GIL, so the threads run native code in parallel). A small launch on an idle stream
-runs at once on the calling thread: no thread hand-off."""
+A launch is queued on the backend's stream and run in order; its work-groups are split
+into chunks that `threads - 1` worker threads and the thread that synchronizes take in
+turn (as an OpenMP team does: the caller is one of the threads), each calling the
+compiled group function through ctypes (which releases the GIL, so the threads run
+native code in parallel). A small launch on an idle stream, and every launch of a
+one-thread backend, runs at once on the calling thread: no thread hand-off."""
 from __future__ import annotations
 
 import ctypes
@@ -226,11 +227,13 @@ class _Launch:
 
 
 class _Stream:
-    """Runs launches in submission order, each across `threads` worker threads.
+    """Runs launches in submission order, each across `threads - 1` worker threads and
+    the thread that waits for them.
 
-    There is no dispatcher: the workers take chunks of work-groups from the launch at
-    the head of the queue, and whoever finishes its last chunk retires it, so a launch
-    costs one wake-up of the workers and one of the thread that synchronizes."""
+    There is no dispatcher: the workers, and a thread in `wait`, take chunks of
+    work-groups from the launch at the head of the queue, and whoever finishes its last
+    chunk retires it. The waiting thread starts on the work at once, while the workers
+    are still waking up."""
 
     def __init__(self, threads: int):
         self.threads = threads
@@ -243,13 +246,13 @@ class _Stream:
         self.workers: list[threading.Thread] = []
 
     def submit(self, launch: _Launch, inline: bool) -> None:
-        if inline and not self.queue:
+        if (inline or self.threads == 1) and not self.queue:
             self.run_inline(launch)
             return
         launch.chunk = max(1, launch.groups // (self.threads * _CHUNKS_PER_THREAD))
         with self.condition:
             self.queue.append(launch)
-            if not self.workers:
+            if not self.workers and self.threads > 1:
                 self.start()
             self.condition.notify_all()
 
@@ -267,15 +270,18 @@ class _Stream:
             self.error = launch.error()
 
     def wait(self) -> None:
+        """Wait until every queued launch has run; the waiting thread runs chunks too
+        (it is awake, the workers may still be waking up)."""
         with self.condition:
             while self.queue:
-                self.condition.wait()
+                if not self.run_a_chunk():
+                    self.condition.wait()
             error, self.error = self.error, None
         if error is not None:
             raise error
 
     def start(self) -> None:
-        for number in range(self.threads):
+        for number in range(self.threads - 1):
             worker = threading.Thread(target=self.work, name=f"kernelkit-cpu-{number}",
                                       daemon=True)
             worker.start()
@@ -284,30 +290,37 @@ class _Stream:
     def work(self) -> None:
         with self.condition:
             while True:
-                launch = self.queue[0] if self.queue else None
-                if launch is None or self.next_group >= launch.groups or launch.failed():
+                if not self.run_a_chunk():
                     self.condition.wait()
-                    continue
-                first = self.next_group
-                end = min(first + launch.chunk, launch.groups)
-                self.next_group = end
-                self.running += 1
-                self.condition.release()
-                try:
-                    launch.run_chunk(first, end)
-                except BaseException as error:  # reported on synchronize, never lost
-                    launch.exception = error
-                finally:
-                    self.condition.acquire()
-                self.running -= 1
-                exhausted = self.next_group >= launch.groups or launch.failed()
-                if exhausted and self.running == 0:
-                    self.finish(launch)
-                    if launch.exception is not None and self.error is None:
-                        self.error = launch.exception
-                    self.queue.popleft()
-                    self.next_group = 0
-                    self.condition.notify_all()
+
+    def run_a_chunk(self) -> bool:
+        """Run the next chunk of the launch at the head of the queue, if there is one
+        (called holding the condition's lock, which is released while the chunk runs);
+        the thread that finishes a launch's last chunk retires it."""
+        launch = self.queue[0] if self.queue else None
+        if launch is None or self.next_group >= launch.groups or launch.failed():
+            return False
+        first = self.next_group
+        end = min(first + launch.chunk, launch.groups)
+        self.next_group = end
+        self.running += 1
+        self.condition.release()
+        try:
+            launch.run_chunk(first, end)
+        except BaseException as error:  # reported on synchronize, never lost
+            launch.exception = error
+        finally:
+            self.condition.acquire()
+        self.running -= 1
+        exhausted = self.next_group >= launch.groups or launch.failed()
+        if exhausted and self.running == 0:
+            self.finish(launch)
+            if launch.exception is not None and self.error is None:
+                self.error = launch.exception
+            self.queue.popleft()
+            self.next_group = 0
+            self.condition.notify_all()
+        return True
 
 
 _instances: weakref.WeakSet = weakref.WeakSet()

@@ -117,3 +117,21 @@ def test_print_in_an_inline_launch_is_flushed_by_synchronize(two_threads, capfd)
     print_first(two_threads, 4)(a, ndrange=4)
     kk.synchronize(two_threads)
     assert capfd.readouterr().out == "first element 3\n"
+
+
+def test_a_queued_launch_runs_on_the_workers_while_the_caller_does_not_wait(two_threads):
+    import time
+    a = np.zeros(BIG, np.int64)
+    fill_with_index(two_threads, 1000)(a, ndrange=BIG)
+    deadline = time.monotonic() + 30
+    while a[-1] != BIG and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert a[-1] == BIG
+    kk.synchronize(two_threads)
+    np.testing.assert_array_equal(a, np.arange(1, BIG + 1))
+
+
+def test_one_thread_backend_runs_each_launch_before_the_launch_returns():
+    a = np.zeros(BIG, np.int64)
+    fill_with_index(kk.CPU(threads=1), 1000)(a, ndrange=BIG)
+    np.testing.assert_array_equal(a, np.arange(1, BIG + 1))
