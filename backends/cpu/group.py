@@ -20,17 +20,16 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, KernelEnvironment,
-                                         c_strides, i1, i8, i32, i64, llvm_type, memory_type,
-                                         ptr)
+from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
+                                         LaunchRecord, i1, i32, i64, llvm_type, memory_type,
+                                         printf_arguments, ptr)
 from kernelkit.ir import types as T
 from kernelkit.ir.ops import BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
 from kernelkit.passes.liveness import live_across_barriers
 from kernelkit.passes.split_barriers import ends_with_barrier, region_starts
 from kernelkit.passes.uniformity import varying_values
-from kernelkit.runtime.arguments import ArgumentLayout
 
-from .libc import cpu_math, printf_arguments
+from .libc import cpu_math
 
 FINISHED = -1
 """The region number that ends a group."""
@@ -47,7 +46,6 @@ class RegionPlan:
     """How a kernel with barriers is cut into regions, and what is kept across them."""
 
     def __init__(self, function):
-        self.function = function
         self.starts = region_starts(function)
         self.number = {block: index for index, block in enumerate(self.starts)}
         self.varying = varying_values(function)
@@ -134,25 +132,16 @@ def _needs_slot(value, function) -> bool:
     return not isinstance(value.type, T.ArrayType)
 
 
-class GroupFunctionBuilder(KernelEnvironment):
+class GroupFunctionBuilder(EntryPointBuilder):
     """Builds the group function and serves as the body lowering's environment."""
 
     def __init__(self, module: ir.Module, function, job, symbol: str):
-        self.module = module
-        self.function = function
-        self.job = job
-        self.symbol = symbol
-        self.debug = job.config.debug
-        self.sizes = job.config.workgroupsize
-        self.ndim = len(self.sizes)
+        super().__init__(module, function, job, symbol)
         self.items = 1
         for size in self.sizes:
             self.items *= size
-        self.layout = ArgumentLayout(tuple(p.type for p in function.params), self.ndim)
         self.has_barrier = any(op.opcode == "barrier" for op in function.ops())
         self.plan = RegionPlan(function) if self.has_barrier else None
-        self.locations: list = []
-        self.strings: dict[str, ir.Value] = {}
         self.access_group = _DistinctNode(module)
 
     # -- the group function ---------------------------------------------------------------
@@ -166,8 +155,9 @@ class GroupFunctionBuilder(KernelEnvironment):
         args.add_attribute("noalias")
         llvm_function.attributes.add("nounwind")
         builder = ir.IRBuilder(llvm_function.append_basic_block("entry"))
-        self.read_header(builder, args)
-        self.arguments = [self.read_argument(builder, args, field) for field in self.layout.fields]
+        record = LaunchRecord(builder, args, self.layout, self.debug)
+        self.extents, self.group_counts = record.extents, record.group_counts
+        self.error_record, self.arguments = record.error_record, record.arguments
         self.allocate_storage(builder)
 
         first_index = self.decompose_group(builder, first)
@@ -217,33 +207,6 @@ class GroupFunctionBuilder(KernelEnvironment):
 
     def new_block(self, name: str) -> ir.Block:
         return self.llvm_function.append_basic_block(name)
-
-    def read_header(self, builder, args) -> None:
-        def load(offset):
-            address = builder.gep(args, [ir.Constant(i64, offset)], source_etype=i8)
-            return builder.load(address, typ=i64)
-        self.extents = [load(self.layout.ndrange_offset(d)) for d in range(self.ndim)]
-        self.group_counts = [load(self.layout.groups_offset(d)) for d in range(self.ndim)]
-        if self.debug:
-            address = builder.gep(args, [ir.Constant(i64, self.layout.error_record_offset)],
-                                  source_etype=i8)
-            self.error_record = builder.load(address, typ=ptr)
-
-    def read_argument(self, builder, args, field):
-        def load(offset, type):
-            address = builder.gep(args, [ir.Constant(i64, offset)], source_etype=i8)
-            return builder.load(address, typ=type)
-        type = field.type
-        if isinstance(type, T.ArrayType):
-            data = load(field.offset, ptr)
-            shape = [load(field.offset + 8 * (1 + d), i64) for d in range(type.ndim)]
-            if type.layout == "C":
-                strides = c_strides(builder, shape)
-            else:
-                strides = [load(field.offset + 8 * (1 + type.ndim + d), i64)
-                           for d in range(type.ndim)]
-            return ArrayValue(data, shape, strides, type)
-        return load(field.offset, llvm_type(type))
 
     def allocate_storage(self, builder) -> None:
         self.storage = {}
@@ -491,9 +454,6 @@ class GroupFunctionBuilder(KernelEnvironment):
 
     # -- KernelEnvironment ----------------------------------------------------------------
 
-    def argument(self, index, param):
-        return self.arguments[index]
-
     def geometry(self, builder, opcode, axis):
         if opcode == "local_id":
             return self.local[axis]
@@ -542,42 +502,12 @@ class GroupFunctionBuilder(KernelEnvironment):
         self.array_access(load)
         return load
 
-    def out_of_bounds(self, builder, loc, axis, indices, shape):
-        self.locations.append(loc)
-        record = self.error_record
-        flag = builder.cmpxchg(record, ir.Constant(i64, 0), ir.Constant(i64, 1),
-                               "monotonic", "monotonic")
-        first = builder.extract_value(flag, 1)
-        write = self.new_block("record_error")
-        leave = self.new_block("leave")
-        builder.cbranch(first, write, leave)
-        builder.position_at_end(write)
-        values = [ir.Constant(i64, len(self.locations) - 1), ir.Constant(i64, axis),
-                  ir.Constant(i64, len(indices)), *indices, *shape]
-        for position, value in enumerate(values, start=1):
-            builder.store(value, builder.gep(record, [ir.Constant(i64, position)],
-                                             source_etype=i64))
-        builder.branch(leave)
-        builder.position_at_end(leave)
-        builder.ret_void()
-
     def print(self, builder, format, values):
         text, args = printf_arguments(builder, format, values, self.string)
         printf = self.module.globals.get("printf")
         if printf is None:
             printf = ir.Function(self.module, ir.FunctionType(i32, [ptr], var_arg=True), "printf")
         builder.call(printf, [self.string(text), *args])
-
-    def string(self, text: str) -> ir.Value:
-        if text not in self.strings:
-            data = bytearray(text.encode() + b"\0")
-            constant = ir.Constant(ir.ArrayType(i8, len(data)), data)
-            variable = ir.GlobalVariable(self.module, constant.type, f"str{len(self.strings)}")
-            variable.global_constant = True
-            variable.linkage = "private"
-            variable.initializer = constant
-            self.strings[text] = variable.gep([ir.Constant(i32, 0), ir.Constant(i32, 0)])
-        return self.strings[text]
 
     def math(self, builder, name, args, type):
         return cpu_math(builder, name, args, type)

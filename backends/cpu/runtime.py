@@ -23,7 +23,8 @@ from kernelkit.backend import Backend
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
 from kernelkit.ir import types as T
-from kernelkit.runtime.arguments import ArgumentLayout, array_type_of, scalar_type_of
+from kernelkit.runtime.arguments import (ArgumentLayout, numpy_argument_key,
+                                         numpy_argument_type)
 from kernelkit.runtime.geometry import default_workgroupsize
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
@@ -115,17 +116,12 @@ class CPU(Backend):
     # -- kernels --------------------------------------------------------------------------
 
     def argument_key(self, value):
-        if type(value) is np.ndarray:
-            return (value.dtype, value.ndim, value.flags.c_contiguous)
-        return type(value)
+        return numpy_argument_key(value)
 
     def argument_type(self, value, const, name, kernel):
-        if isinstance(value, np.ndarray):
-            return array_type_of(value.dtype, value.ndim, value.flags.c_contiguous, const,
-                                 name, kernel)
-        scalar = scalar_type_of(value)
-        if scalar is not None:
-            return scalar
+        type = numpy_argument_type(value, const, name, kernel)
+        if type is not None:
+            return type
         if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack_device__"):
             raise LaunchError(f"kernel '{kernel}': argument '{name}' is a device array; the CPU "
                               f"backend runs on host memory: pass kk.to_numpy({name})")

@@ -56,6 +56,35 @@ def c_strides(builder: ir.IRBuilder, shape: list[ir.Value]) -> list[ir.Value]:
     return strides
 
 
+class LaunchRecord:
+    """The launch record (`kernelkit.runtime.arguments.ArgumentLayout`) read at the start
+    of a kernel from `record`, a pointer to it: extents of the ndrange, number of groups
+    per axis, the error record (debug) and the arguments."""
+
+    def __init__(self, builder: ir.IRBuilder, record: ir.Value, layout, debug: bool):
+        def load(offset, type=i64):
+            address = builder.gep(record, [ir.Constant(i64, offset)], source_etype=i8)
+            return builder.load(address, typ=type)
+        ndim = layout.ndim
+        self.extents = [load(layout.ndrange_offset(d)) for d in range(ndim)]
+        self.group_counts = [load(layout.groups_offset(d)) for d in range(ndim)]
+        self.error_record = load(layout.error_record_offset, ptr) if debug else None
+        self.arguments = []
+        for field in layout.fields:
+            type = field.type
+            if isinstance(type, T.ArrayType):
+                data = load(field.offset, ptr)
+                shape = [load(field.offset + 8 * (1 + d)) for d in range(type.ndim)]
+                if type.layout == "C":
+                    strides = c_strides(builder, shape)
+                else:
+                    strides = [load(field.offset + 8 * (1 + type.ndim + d))
+                               for d in range(type.ndim)]
+                self.arguments.append(ArrayValue(data, shape, strides, type))
+            else:
+                self.arguments.append(load(field.offset, llvm_type(type)))
+
+
 class KernelEnvironment:
     """What the target tells the body lowering. See `backends/cpu` and `backends/cuda`."""
 
@@ -104,6 +133,37 @@ class KernelEnvironment:
 
     def address_space(self, array: T.ArrayType) -> int:
         return 0
+
+
+class EntryPointBuilder(KernelEnvironment):
+    """What every target's kernel entry point builder shares: the job's facts, the
+    argument layout, the kernel arguments once read, bounds-check locations, strings."""
+
+    def __init__(self, module: ir.Module, function: Function, job, symbol: str):
+        from ..runtime.arguments import ArgumentLayout
+        self.module = module
+        self.function = function
+        self.job = job
+        self.symbol = symbol
+        self.debug = job.config.debug
+        self.sizes = job.config.workgroupsize
+        self.ndim = len(self.sizes)
+        self.layout = ArgumentLayout(tuple(p.type for p in function.params), self.ndim)
+        self.locations: list = []      # source locations of bounds checks, by number
+        self.strings: dict[str, ir.Value] = {}
+        self.arguments: list = []
+        self.error_record = None
+
+    def argument(self, index, param):
+        return self.arguments[index]
+
+    def out_of_bounds(self, builder, loc, axis, indices, shape):
+        self.locations.append(loc)
+        record_out_of_bounds(builder, self.error_record, len(self.locations) - 1, axis,
+                             indices, shape)
+
+    def string(self, text: str) -> ir.Value:
+        return global_string(self.module, self.strings, text)
 
 
 _INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -607,3 +667,90 @@ def _shr(b, x, y, t, env):
 _BINARY_HANDLERS = {"add": _add, "sub": _sub, "mul": _mul, "truediv": _truediv,
                     "floordiv": _floordiv, "mod": _mod, "pow": _pow, "min": _min, "max": _max,
                     "and": _and, "or": _or, "xor": _xor, "shl": _shl, "shr": _shr}
+
+
+def printf_arguments(builder, format: str, values, string):
+    """Turn a kernel print format ('{}' per value) into a printf format and arguments."""
+    pieces = format.replace("%", "%%").split("{}")
+    pieces = [p.replace("{{", "{").replace("}}", "}") for p in pieces]
+    text = pieces[0]
+    args = []
+    for (value, type), piece in zip(values, pieces[1:]):
+        if type.is_bool:
+            text += "%s"
+            args.append(builder.select(value, string("True"), string("False")))
+        elif type.is_float:
+            text += "%g"
+            args.append(value if type.bits == 64 else builder.fpext(value, ir.DoubleType()))
+        elif type.is_signed:
+            text += "%lld"
+            args.append(value if type.bits == 64 else builder.sext(value, i64))
+        else:
+            text += "%llu"
+            args.append(value if type.bits == 64 else builder.zext(value, i64))
+        text += piece
+    return text, args
+
+
+def global_string(module: ir.Module, cache: dict, text: str) -> ir.Value:
+    """A pointer to `text` as a NUL-terminated constant of the module (one per text)."""
+    if text not in cache:
+        data = bytearray(text.encode() + b"\0")
+        constant = ir.Constant(ir.ArrayType(i8, len(data)), data)
+        variable = ir.GlobalVariable(module, constant.type, f"str{len(cache)}")
+        variable.global_constant = True
+        variable.linkage = "private"
+        variable.initializer = constant
+        cache[text] = variable.gep([ir.Constant(i32, 0), ir.Constant(i32, 0)])
+    return cache[text]
+
+
+def record_out_of_bounds(builder: ir.IRBuilder, record: ir.Value, location: int, axis: int,
+                         indices: list, shape: list) -> None:
+    """The first failing bounds check of a launch fills the error record (flag, location
+    number, axis, ndim, indices, extents: what `ERROR_RECORD_FIELDS` describes); then the
+    work-item stops."""
+    flag = builder.cmpxchg(record, ir.Constant(i64, 0), ir.Constant(i64, 1),
+                           "monotonic", "monotonic")
+    first = builder.extract_value(flag, 1)
+    write = builder.function.append_basic_block("record_error")
+    leave = builder.function.append_basic_block("leave")
+    builder.cbranch(first, write, leave)
+    builder.position_at_end(write)
+    values = [ir.Constant(i64, location), ir.Constant(i64, axis),
+              ir.Constant(i64, len(indices)), *indices, *shape]
+    for position, value in enumerate(values, start=1):
+        builder.store(value, builder.gep(record, [ir.Constant(i64, position)],
+                                         source_etype=i64))
+    builder.branch(leave)
+    builder.position_at_end(leave)
+    builder.ret_void()
+
+
+def lower_math(builder: ir.IRBuilder, name: str, args: list, type: T.ScalarType, library):
+    """Math every target lowers alike (float16 through float32, isnan/isinf/isfinite,
+    fmin/fmax); `library(builder, name, args, type)` lowers the rest."""
+    if type.bits == 16:
+        single = ir.FloatType()
+        widened = [builder.fpext(a, single) for a in args]
+        result = lower_math(builder, name, widened, T.float32, library)
+        return result if result.type == i1 else builder.fptrunc(result, llvm_type(type))
+    x = args[0]
+    if name == "isnan":
+        return builder.fcmp_unordered("uno", x, x)
+    if name in ("isinf", "isfinite"):
+        magnitude = call_intrinsic(builder, "llvm.fabs", [x])
+        infinity = ir.Constant(x.type, float("inf"))
+        return builder.fcmp_ordered("==" if name == "isinf" else "<", magnitude, infinity)
+    if name in ("fmin", "fmax"):
+        return call_intrinsic(builder, "llvm.minnum" if name == "fmin" else "llvm.maxnum", args)
+    return library(builder, name, args, type)
+
+
+def call_math_function(builder: ir.IRBuilder, symbol: str, args: list) -> ir.Value:
+    """Call `symbol(args...)`, declaring it (all arguments and the result of one type)."""
+    function = builder.module.globals.get(symbol)
+    if function is None:
+        type = args[0].type
+        function = ir.Function(builder.module, ir.FunctionType(type, [type] * len(args)), symbol)
+    return builder.call(function, args)

@@ -74,3 +74,18 @@ class ArgumentLayout:
         return 8 * (self.ndim + axis)
 
     error_record_offset = property(lambda self: 8 * 2 * self.ndim)
+
+
+def numpy_argument_key(value):
+    """A cheap key with equal keys for NumPy arrays and scalars of equal argument types."""
+    if type(value) is np.ndarray:
+        return (value.dtype, value.ndim, value.flags.c_contiguous)
+    return type(value)
+
+
+def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType | None:
+    """The argument type of a NumPy array or a Python/NumPy scalar; None for anything else."""
+    if isinstance(value, np.ndarray):
+        return array_type_of(value.dtype, value.ndim, value.flags.c_contiguous, const, name,
+                             kernel)
+    return scalar_type_of(value)

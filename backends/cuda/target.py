@@ -1,0 +1,105 @@
+"""PTXTarget: kernels as PTX for one NVIDIA GPU architecture, through LLVM's NVPTX back
+end, then a cubin for exactly that architecture through nvJitLink.
+
+The kernel function itself is built by `thread.py`; this module owns the target's
+hooks. Loading code onto a GPU needs a context, which belongs to a backend, so `load`
+only says what to load (the runtime loads it when a launch is prepared)."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from llvmlite import binding as llvm
+
+from kernelkit.compiler.target import Target
+
+from .libdevice import link_libdevice, uses_libdevice
+from .linker import linker_unavailable_reason, ptx_to_cubin
+from .thread import ThreadFunctionBuilder
+
+TRIPLE = "nvptx64-nvidia-cuda"
+
+# The oldest PTX ISA version each architecture needs: the oldest is what the most
+# drivers and linkers accept.
+_PTX_VERSION = {"sm_50": 40, "sm_52": 41, "sm_53": 42, "sm_60": 50, "sm_61": 50,
+                "sm_62": 50, "sm_70": 60, "sm_72": 61, "sm_75": 63, "sm_80": 70, "sm_86": 71,
+                "sm_87": 74, "sm_89": 78, "sm_90": 78, "sm_90a": 80, "sm_100": 86,
+                "sm_100a": 86, "sm_101": 86, "sm_103": 88, "sm_120": 87, "sm_121": 88}
+
+
+def supported_architectures() -> tuple[str, ...]:
+    return tuple(_PTX_VERSION)
+
+
+@functools.lru_cache(maxsize=1)
+def _initialize_llvm() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+@functools.lru_cache(maxsize=None)
+def _target_machine(arch: str, opt_level: int):
+    _initialize_llvm()
+    target = llvm.Target.from_triple(TRIPLE)
+    return target.create_target_machine(cpu=arch, features=f"+ptx{_PTX_VERSION[arch]}",
+                                        opt=min(opt_level, 3))
+
+
+@dataclass(frozen=True, slots=True)
+class KernelImage:
+    """What a runtime loads: the kernel's symbol and its cubin (or PTX, for the driver to
+    compile, where nvJitLink is not installed)."""
+
+    symbol: str
+    code: bytes
+    is_cubin: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PTXTarget(Target):
+    arch: str
+    name: str = "cuda"
+
+    def __post_init__(self):
+        if self.arch not in _PTX_VERSION:
+            from kernelkit.errors import BackendError
+            raise BackendError(f"unknown GPU architecture '{self.arch}'; known: "
+                               f"{', '.join(_PTX_VERSION)}")
+
+    def machine(self, opt_level: int = 3):
+        return _target_machine(self.arch, opt_level)
+
+    def triple(self) -> str:
+        return TRIPLE
+
+    def datalayout(self) -> str:
+        return str(self.machine().target_data)
+
+    def emit_kernel(self, module, function, job) -> dict:
+        builder = ThreadFunctionBuilder(module, function, job, kernel_symbol(job))
+        builder.build()
+        return {"locations": builder.locations}
+
+    def optimize(self, llvm_module, job) -> None:
+        if uses_libdevice(llvm_module):
+            link_libdevice(llvm_module)
+        options = llvm.create_pipeline_tuning_options(speed_level=job.config.opt_level)
+        builder = llvm.create_pass_builder(self.machine(job.config.opt_level), options)
+        builder.getModulePassManager().run(llvm_module, builder)
+
+    def emit(self, llvm_module, job) -> bytes:
+        ptx = self.assembly(llvm_module, job)
+        if linker_unavailable_reason() is not None:
+            return ptx.encode()
+        return ptx_to_cubin(ptx, self.arch, job.source.function.__name__)
+
+    def load(self, artifact: bytes, job) -> KernelImage:
+        return KernelImage(kernel_symbol(job), artifact, artifact[:4] == b"\x7fELF")
+
+    def assembly(self, llvm_module, job) -> str:
+        return self.machine(job.config.opt_level).emit_assembly(llvm_module)
+
+
+def kernel_symbol(job) -> str:
+    """Each kernel is a module of its own: its Python name is a unique, readable symbol."""
+    return "kk_" + job.source.function.__name__
