@@ -4,9 +4,18 @@ A backend that cannot run here still takes part where it can compile: without a 
 the CUDA backend is `CUDABackend.compile_only("sm_80", "sm_90")`, so every kernel a test
 launches is compiled to PTX and to a cubin for both architectures, and the test is then
 skipped at its first launch (nothing ran, so nothing can be checked)."""
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 
 import kernelkit as kk
+
+# The suite's compiled kernels go to a disk cache of its own, removed at exit.
+os.environ["KERNELKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelkit-test-cache-")
+atexit.register(shutil.rmtree, os.environ["KERNELKIT_CACHE_DIR"], ignore_errors=True)
 
 COMPILE_ONLY_ARCHS = ("sm_80", "sm_90")
 

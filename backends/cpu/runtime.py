@@ -62,7 +62,12 @@ class CPU(Backend):
             debug = os.environ.get("KERNELKIT_DEBUG", "") not in ("", "0")
         self.debug = bool(debug)
         self._stream = _Stream(self.threads)
-        self._target = None
+        # The compiler and the host's code generator are set up with the backend, not at
+        # the first launch: a launch of a kernel found in the disk cache then costs
+        # milliseconds.
+        from kernelkit.compiler import driver  # noqa: F401
+        from .target import CPUTarget
+        self._target = CPUTarget.host()
         _instances.add(self)
 
     def __repr__(self) -> str:
@@ -132,9 +137,6 @@ class CPU(Backend):
         return default_workgroupsize(ndim, 1024)
 
     def target(self):
-        if self._target is None:
-            from .target import CPUTarget
-            self._target = CPUTarget.host()
         return self._target
 
     def compiler_job(self, function, argtypes, *, workgroupsize, opt_level: int = 3, **options):

@@ -1,7 +1,8 @@
 """The generic compiler driver: job -> typed IR -> passes -> LLVM -> artifact.
 
 It never asks which target it has; the target's hooks do everything target-specific.
-Compiled kernels are cached in memory by job."""
+Compiled kernels are cached in memory by job, and on disk by a digest of their typed IR
+and job (`cache.py`)."""
 from __future__ import annotations
 
 import threading
@@ -10,9 +11,11 @@ from typing import Any
 
 from ..frontend.translate import translate_kernel
 from ..ir.function import Module
+from ..ir.ops import Location
 from ..ir.printer import print_module
 from ..ir.verifier import verify_module
 from ..passes import Pipeline
+from .cache import CacheEntry, cache_key, disk_cache
 from .job import CompilerJob
 
 GENERIC_PASSES = ("inline", "simplify", "dce", "cse", "simplify", "dce", "check-barriers")
@@ -30,6 +33,9 @@ class CompiledKernel:
     _llvm_module: Any = None
 
     def assembly(self) -> str:
+        if self._llvm_module is None:  # loaded from the disk cache
+            from llvmlite import binding as llvm
+            self._llvm_module = llvm.parse_assembly(self.llvm_ir)
         return self.job.config.target.assembly(self._llvm_module, self.job)
 
 
@@ -38,6 +44,7 @@ _lock = threading.Lock()
 
 
 def compile_job(job: CompilerJob) -> CompiledKernel:
+    """The compiled kernel of `job`: from memory, else from the disk cache, else built."""
     compiled = _cache.get(job)
     if compiled is None:
         with _lock:
@@ -58,11 +65,26 @@ def typed_module(job: CompilerJob) -> Module:
 
 
 def build(job: CompilerJob) -> CompiledKernel:
+    target = job.config.target
+    module = typed_module(job)
+    ir_text = print_module(module)
+    key = cache_key(ir_text, job)
+    entry = disk_cache.load(key)
+    llvm_module = None
+    if entry is None:
+        entry, llvm_module = generate(job, module, ir_text)
+        disk_cache.store(key, entry)
+    return CompiledKernel(job, entry.ir, entry.llvm_ir, entry.artifact,
+                          target.load(entry.artifact, job), entry.uses_print,
+                          info_from_json(entry.info), _llvm_module=llvm_module)
+
+
+def generate(job: CompilerJob, module: Module, ir_text: str):
+    """Typed IR -> LLVM IR -> optimized -> artifact; the cache entry and the LLVM module."""
     from llvmlite import binding as llvm
     from llvmlite import ir as llvm_ir
 
     target = job.config.target
-    module = typed_module(job)
     kernel = module.kernel
     llvm_module = llvm_ir.Module(name=kernel.name)
     llvm_module.triple = target.triple()
@@ -72,7 +94,18 @@ def build(job: CompilerJob) -> CompiledKernel:
     parsed.verify()
     target.optimize(parsed, job)
     artifact = target.emit(parsed, job)
-    entry = target.load(artifact, job)
     uses_print = any(op.opcode == "print" for op in kernel.ops())
-    return CompiledKernel(job, print_module(module), str(parsed), artifact, entry, uses_print,
-                          info, _llvm_module=parsed)
+    entry = CacheEntry(ir_text, str(parsed), artifact, uses_print, info_to_json(info))
+    return entry, parsed
+
+
+def info_to_json(info: dict) -> dict:
+    """The target's facts about a kernel in a form the disk cache can keep: source
+    locations (of bounds checks) become [line, column, file]."""
+    return {name: [None if loc is None else [loc.line, loc.column, loc.file] for loc in value]
+            if name == "locations" else value for name, value in info.items()}
+
+
+def info_from_json(info: dict) -> dict:
+    return {name: [None if loc is None else Location(*loc) for loc in value]
+            if name == "locations" else value for name, value in info.items()}

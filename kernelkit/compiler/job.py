@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +45,19 @@ class CompilerJob:
     config: CompilerConfig
 
 
+_source_hashes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def source_hash(pyfunc) -> str:
-    try:
-        text = inspect.getsource(pyfunc)
-    except (OSError, TypeError):
-        text = repr(pyfunc.__code__.co_code)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """A digest of a function's source text (read once per function object)."""
+    digest = _source_hashes.get(pyfunc)
+    if digest is None:
+        try:
+            text = inspect.getsource(pyfunc)
+        except (OSError, TypeError):
+            text = repr(pyfunc.__code__.co_code)
+        digest = _source_hashes[pyfunc] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return digest
 
 
 def captured_constants(pyfunc, _seen: frozenset = frozenset()) -> tuple[tuple[str, Any], ...]:

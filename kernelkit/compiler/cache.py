@@ -1,0 +1,152 @@
+"""The disk cache of compiled kernels: a second process launching a kernel that an
+earlier one compiled loads its artifact instead of compiling it again.
+
+An entry's key is a digest of everything that changes the artifact: kernelkit's and
+LLVM's versions, the kernel's typed IR text (every device function it calls is inlined
+into it, so a changed callee in any file or a changed captured constant changes the
+text), the job's source identity and config, and the keys of the plugins that ran.
+
+Entries live under `KERNELKIT_CACHE_DIR` (default: the user's cache directory). An entry
+is one file: a magic line, the SHA-256 of the rest, a JSON header and the artifact. It
+is written to a temporary file and renamed into place, so a reader sees a whole entry or
+none, and two processes writing the same entry both succeed. An entry that does not
+check out is reported once as a warning, rebuilt and replaced. A directory that cannot
+be written makes the cache memory-only, with one warning."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = b"kernelkit-cache-1\n"
+SUFFIX = ".kkc"
+
+
+class CacheWarning(UserWarning):
+    """The disk cache could not be used as asked (kernels are still compiled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    ir: str
+    llvm_ir: str
+    artifact: bytes
+    uses_print: bool
+    info: dict
+
+
+def cache_directory() -> Path:
+    configured = os.environ.get("KERNELKIT_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+        return base / "kernelkit" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "kernelkit"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelkit"
+
+
+def cache_key(ir_text: str, job, plugin_keys: tuple = ()) -> str:
+    from llvmlite import __version__ as llvmlite_version
+    from llvmlite import binding as llvm
+
+    from .. import __version__
+    source = job.source
+    identity = repr((__version__, llvmlite_version, tuple(llvm.llvm_version_info),
+                     source.qualname, source.module, source.source_hash, source.argtypes,
+                     source.constants, job.config, plugin_keys))
+    digest = hashlib.sha256(identity.encode())
+    digest.update(b"\0")
+    digest.update(ir_text.encode())
+    return digest.hexdigest()
+
+
+class DiskCache:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._warned_directories: set[Path] = set()
+
+    def path(self, key: str) -> Path:
+        return cache_directory() / (key + SUFFIX)
+
+    def load(self, key: str) -> CacheEntry | None:
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        entry = decode(data)
+        if entry is None:
+            warnings.warn(f"kernelkit: the cache entry {path} is damaged; it is rebuilt",
+                          CacheWarning, stacklevel=4)
+        return entry
+
+    def store(self, key: str, entry: CacheEntry) -> None:
+        directory = cache_directory()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(prefix=key[:16], suffix=".tmp", dir=directory)
+            try:
+                with os.fdopen(handle, "wb") as file:
+                    file.write(encode(entry))
+                os.replace(temporary, self.path(key))
+            except BaseException:
+                os.unlink(temporary)
+                raise
+        except OSError as error:
+            with self._lock:
+                if directory in self._warned_directories:
+                    return
+                self._warned_directories.add(directory)
+            warnings.warn(f"kernelkit: cannot write the kernel cache in {directory} ({error}); "
+                          "compiled kernels are kept in memory only (set KERNELKIT_CACHE_DIR "
+                          "to a writable directory)", CacheWarning, stacklevel=4)
+
+    def entries(self) -> list[Path]:
+        directory = cache_directory()
+        if not directory.is_dir():
+            return []
+        return sorted(directory.glob("*" + SUFFIX))
+
+    def clear(self) -> int:
+        removed = 0
+        for path in self.entries():
+            try:
+                path.unlink()
+                removed += 1
+            except OSError:
+                pass
+        return removed
+
+
+def encode(entry: CacheEntry) -> bytes:
+    header = json.dumps({"ir": entry.ir, "llvm_ir": entry.llvm_ir,
+                         "uses_print": entry.uses_print, "info": entry.info}).encode()
+    body = len(header).to_bytes(8, "little") + header + entry.artifact
+    return MAGIC + hashlib.sha256(body).digest() + body
+
+
+def decode(data: bytes) -> CacheEntry | None:
+    """The entry in `data`, or None if it is not a whole, unchanged entry."""
+    if not data.startswith(MAGIC):
+        return None
+    checksum, body = data[len(MAGIC):len(MAGIC) + 32], data[len(MAGIC) + 32:]
+    if len(body) < 8 or hashlib.sha256(body).digest() != checksum:
+        return None
+    size = int.from_bytes(body[:8], "little")
+    try:
+        header = json.loads(body[8:8 + size])
+    except ValueError:
+        return None
+    return CacheEntry(header["ir"], header["llvm_ir"], body[8 + size:], header["uses_print"],
+                      header["info"])
+
+
+disk_cache = DiskCache()
