@@ -65,18 +65,30 @@ def captured_constants(pyfunc, _seen: frozenset = frozenset()) -> tuple[tuple[st
     into it: numbers (as constants) and the functions it may call (by content), so they
     belong to its identity."""
     seen = _seen | {pyfunc}
-    values = []
     code = pyfunc.__code__
+    values = []
     if pyfunc.__closure__:
         for name, cell in zip(code.co_freevars, pyfunc.__closure__):
             try:
-                values.append((name, _constant_key(cell.cell_contents, seen)))
-            except ValueError:
+                values.append((name, _captured_key(cell.cell_contents, code, seen)))
+            except ValueError:  # an empty cell
                 continue
     for name in code.co_names:
         if name in pyfunc.__globals__:
-            values.append((name, _constant_key(pyfunc.__globals__[name], seen)))
+            values.append((name, _captured_key(pyfunc.__globals__[name], code, seen)))
     return tuple((n, v) for n, v in values if v is not None)
+
+
+def _captured_key(value, code, seen: frozenset):
+    """A module counts by the attributes the code names that it has (`module.function`,
+    `module.CONSTANT`); kernelkit's own modules are the language, not the kernel's."""
+    if inspect.ismodule(value):
+        if value.__name__.split(".")[0] == "kernelkit":
+            return None
+        attributes = tuple((attribute, _constant_key(vars(value)[attribute], seen))
+                           for attribute in code.co_names if attribute in vars(value))
+        return ("module", value.__name__, tuple(a for a in attributes if a[1] is not None))
+    return _constant_key(value, seen)
 
 
 def _constant_key(value, seen: frozenset):

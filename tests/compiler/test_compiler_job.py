@@ -110,3 +110,26 @@ def make_applier(operation):
 
 def test_closures_calling_different_device_functions_give_different_jobs():
     assert job(make_applier(double), (F32_ARRAY,)) != job(make_applier(triple), (F32_ARRAY,))
+
+
+def test_functions_and_constants_read_through_a_module_are_part_of_the_source(tmp_path,
+                                                                           monkeypatch):
+    import importlib
+    import sys
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "job_helpers.py").write_text("FACTOR = 2\n\ndef bump(v):\n    return v + 1\n")
+    import job_helpers
+
+    def through_module(y):
+        i = kk.index(kk.Global)
+        y[i] = job_helpers.bump(y[i]) * job_helpers.FACTOR
+
+    through_module.__globals__["job_helpers"] = job_helpers
+    before = job(through_module, (F32_ARRAY,))
+    (tmp_path / "job_helpers.py").write_text("FACTOR = 2\n\ndef bump(v):\n    return v + 5\n")
+    importlib.reload(job_helpers)
+    after_callee = job(through_module, (F32_ARRAY,))
+    job_helpers.FACTOR = 3
+    after_constant = job(through_module, (F32_ARRAY,))
+    sys.modules.pop("job_helpers", None)
+    assert len({before, after_callee, after_constant}) == 3
