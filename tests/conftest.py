@@ -51,6 +51,28 @@ def backend(request):
     return kk.make_backend(name)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def every_compiled_module_round_trips_through_its_text():
+    """Each kernel any test compiles is printed, parsed and printed again: the two texts
+    must be the same (so a dumped module replays exactly)."""
+    from kernelkit.compiler import driver
+    from kernelkit.ir.parser import parse_module
+    from kernelkit.ir.printer import print_module
+
+    original = driver.typed_module
+
+    def typed_module(job):
+        module = original(job)
+        text = print_module(module)
+        again = print_module(parse_module(text))
+        assert again == text, f"the IR text of {module.kernel.name} does not round-trip"
+        return module
+
+    driver.typed_module = typed_module
+    yield
+    driver.typed_module = original
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     outcome = yield
