@@ -2,6 +2,9 @@
 
     python -m kernelkit cache info     where the kernel cache is, how many entries, size
     python -m kernelkit cache clear    remove every entry
+    python -m kernelkit opt FILE [-p pass1,pass2] [--target cpu|sm_90]
+                                       run passes on a module dumped by KERNELKIT_DUMP
+                                       (default: the target's whole pipeline) and print it
 """
 from __future__ import annotations
 
@@ -15,10 +18,52 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     cache = commands.add_parser("cache", help="show or clear the disk cache of compiled kernels")
     cache.add_argument("action", choices=("info", "clear"))
+    opt = commands.add_parser("opt", help="run passes on a dumped module and print it")
+    opt.add_argument("file", help="a .kkir file (KERNELKIT_DUMP writes them)")
+    opt.add_argument("-p", "--passes", help="pass names separated by commas "
+                                            "(default: the whole pipeline of the target)")
+    opt.add_argument("--target", default="cpu", help="cpu, or a GPU architecture (sm_90)")
     args = parser.parse_args(argv)
     if args.command == "cache":
         return cache_command(args.action)
-    return 2
+    return opt_command(args.file, args.passes, args.target)
+
+
+def opt_command(file: str, passes: str | None, target_name: str) -> int:
+    from .compiler.driver import pipeline_of
+    from .errors import KernelkitError
+    from .ir.parser import parse_module
+    from .ir.printer import print_module
+    from .ir.verifier import verify_module
+    from .passes import Pipeline
+    from .passes.pipeline import pass_named
+    try:
+        target = target_named(target_name)
+        names = tuple(p.strip() for p in passes.split(",") if p.strip()) if passes \
+            else pipeline_of(target)
+        for name in names:
+            pass_named(name)
+        with open(file) as handle:
+            module = parse_module(handle.read(), file)
+        Pipeline(names)(module)
+        verify_module(module)
+    except (KernelkitError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    sys.stdout.write(print_module(module))
+    return 0
+
+
+def target_named(name: str):
+    """The code generator `--target` names, from the installed backend that has it."""
+    from .backend import backend_class, backend_names
+    from .errors import KernelkitError
+    for backend in backend_names():
+        target = backend_class(backend).target_named(name)
+        if target is not None:
+            return target
+    raise KernelkitError(f"no installed backend compiles for the target '{name}' "
+                         "(cpu, or a GPU architecture such as sm_90)")
 
 
 def cache_command(action: str) -> int:

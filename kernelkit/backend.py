@@ -26,6 +26,12 @@ class Backend:
         return None
 
     @classmethod
+    def target_named(cls, name: str):
+        """The compiler `Target` this backend uses for `name` (as offline tools name
+        targets: "cpu", "sm_90"), or None if it has none of that name."""
+        return None
+
+    @classmethod
     def backend_of(cls, array) -> Backend | None:
         """The backend instance that owns `array`, if it is an array of this backend."""
         return None

@@ -74,6 +74,13 @@ class CPU(Backend):
         return f"CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
 
     @classmethod
+    def target_named(cls, name):
+        if name != "cpu":
+            return None
+        from .target import CPUTarget
+        return CPUTarget.host()
+
+    @classmethod
     def backend_of(cls, array):
         if isinstance(array, np.ndarray):
             from kernelkit.backend import make_backend

@@ -69,6 +69,11 @@ class CUDABackend(Backend):
                 "CUDABackend.compile_only(arch) compiles them")
 
     @classmethod
+    def target_named(cls, name):
+        from .target import PTXTarget, supported_architectures
+        return PTXTarget(name) if name in supported_architectures() else None
+
+    @classmethod
     def compile_only(cls, arch: str = "sm_90", *more_archs: str,
                      debug: bool = False) -> CompileOnlyCUDA:
         """A backend that compiles kernels for `arch` (and each of `more_archs`) without a

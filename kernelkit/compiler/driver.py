@@ -16,6 +16,7 @@ from ..ir.printer import print_module
 from ..ir.verifier import verify_module
 from ..passes import Pipeline
 from .cache import CacheEntry, cache_key, disk_cache
+from .dump import Dump
 from .job import CompilerJob
 
 GENERIC_PASSES = ("inline", "simplify", "dce", "cse", "simplify", "dce", "check-barriers")
@@ -59,9 +60,18 @@ def typed_module(job: CompilerJob) -> Module:
     """The kernel's IR after the generic and the target's passes."""
     source = job.source
     module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize)
-    Pipeline(GENERIC_PASSES + job.config.target.passes())(module)
+    dump = Dump.for_job(job)
+    if dump is not None:
+        dump.module("frontend", module)
+    Pipeline(pipeline_of(job.config.target))(module,
+                                             after_each=dump.module if dump else None)
     verify_module(module)
     return module
+
+
+def pipeline_of(target) -> tuple[str, ...]:
+    """The passes a module goes through for `target`, in order."""
+    return GENERIC_PASSES + target.passes()
 
 
 def build(job: CompilerJob) -> CompiledKernel:
@@ -90,9 +100,14 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
     llvm_module.triple = target.triple()
     llvm_module.data_layout = target.datalayout()
     info = target.emit_kernel(llvm_module, kernel, job)
+    dump = Dump.for_job(job)
+    if dump is not None:
+        dump.text("llvm.ll", str(llvm_module))
     parsed = llvm.parse_assembly(str(llvm_module))
     parsed.verify()
     target.optimize(parsed, job)
+    if dump is not None:
+        dump.text("llvm-optimized.ll", str(parsed))
     artifact = target.emit(parsed, job)
     uses_print = any(op.opcode == "print" for op in kernel.ops())
     entry = CacheEntry(ir_text, str(parsed), artifact, uses_print, info_to_json(info))

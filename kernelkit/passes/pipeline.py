@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import KernelkitError
 from ..ir.function import Module
 from ..ir.verifier import verify_module
 
@@ -13,6 +14,14 @@ PASSES: dict[str, type] = {}
 def register(cls):
     PASSES[cls.name] = cls
     return cls
+
+
+def pass_named(name: str):
+    """An instance of the pass registered as `name`."""
+    if name not in PASSES:
+        raise KernelkitError(f"unknown pass '{name}'; the passes are: "
+                             f"{', '.join(sorted(PASSES))}")
+    return PASSES[name]()
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +34,7 @@ class Pipeline:
 
     def __call__(self, module: Module, after_each: Callable | None = None) -> Module:
         for name in self.names:
-            PASSES[name]()(module)
+            pass_named(name)(module)
             if self.verify:
                 verify_module(module)
             if after_each is not None:
