@@ -20,8 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("action", choices=("info", "clear"))
     opt = commands.add_parser("opt", help="run passes on a dumped module and print it")
     opt.add_argument("file", help="a .kkir file (KERNELKIT_DUMP writes them)")
-    opt.add_argument("-p", "--passes", help="pass names separated by commas "
-                                            "(default: the whole pipeline of the target)")
+    opt.add_argument("-p", "--passes", help="pass names separated by commas (default: "
+                                            "the target's whole pipeline, with plugins)")
     opt.add_argument("--target", default="cpu", help="cpu, or a GPU architecture (sm_90)")
     args = parser.parse_args(argv)
     if args.command == "cache":
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def opt_command(file: str, passes: str | None, target_name: str) -> int:
-    from .compiler.driver import pipeline_of
+    from .compiler.driver import compile_module
     from .errors import KernelkitError
     from .ir.parser import parse_module
     from .ir.printer import print_module
@@ -39,14 +39,16 @@ def opt_command(file: str, passes: str | None, target_name: str) -> int:
     from .passes.pipeline import pass_named
     try:
         target = target_named(target_name)
-        names = tuple(p.strip() for p in passes.split(",") if p.strip()) if passes \
-            else pipeline_of(target)
-        for name in names:
+        names = tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None
+        for name in names or ():
             pass_named(name)
         with open(file) as handle:
             module = parse_module(handle.read(), file)
-        Pipeline(names)(module)
-        verify_module(module)
+        if names is None:
+            compile_module(module, target)
+        else:
+            Pipeline(names)(module)
+            verify_module(module)
     except (KernelkitError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -18,6 +18,7 @@ from ..passes import Pipeline
 from .cache import CacheEntry, cache_key, disk_cache
 from .dump import Dump
 from .job import CompilerJob
+from .plugins import plugins_for
 
 GENERIC_PASSES = ("inline", "simplify", "dce", "cse", "simplify", "dce", "check-barriers")
 
@@ -57,16 +58,32 @@ def compile_job(job: CompilerJob) -> CompiledKernel:
 
 
 def typed_module(job: CompilerJob) -> Module:
-    """The kernel's IR after the generic and the target's passes."""
+    """The kernel's IR, ready for LLVM lowering."""
     source = job.source
     module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize)
     dump = Dump.for_job(job)
     if dump is not None:
         dump.module("frontend", module)
-    Pipeline(pipeline_of(job.config.target))(module,
-                                             after_each=dump.module if dump else None)
-    verify_module(module)
+    compile_module(module, job.config.target, after_each=dump.module if dump else None)
     return module
+
+
+def compile_module(module: Module, target, after_each=None) -> None:
+    """The frontend's module -> the typed IR the target lowers: the after-frontend hooks
+    of the plugins whose markers it calls, the generic and the target's passes, then the
+    plugins' before-lowering hooks. (`python -m kernelkit opt` runs this too.)"""
+    plugins = plugins_for(module)
+    module.plugins = tuple(plugins)
+    for plugin in plugins:
+        plugin.after_frontend(module)
+        if after_each is not None:
+            after_each(f"plugin-{plugin.name}", module)
+    Pipeline(pipeline_of(target))(module, after_each=after_each)
+    for plugin in plugins:
+        plugin.before_lowering(module)
+        if after_each is not None:
+            after_each(f"plugin-{plugin.name}-lowering", module)
+    verify_module(module)
 
 
 def pipeline_of(target) -> tuple[str, ...]:
@@ -78,7 +95,7 @@ def build(job: CompilerJob) -> CompiledKernel:
     target = job.config.target
     module = typed_module(job)
     ir_text = print_module(module)
-    key = cache_key(ir_text, job)
+    key = cache_key(ir_text, job, tuple(plugin.cache_key() for plugin in module.plugins))
     entry = disk_cache.load(key)
     llvm_module = None
     if entry is None:
@@ -105,6 +122,8 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
         dump.text("llvm.ll", str(llvm_module))
     parsed = llvm.parse_assembly(str(llvm_module))
     parsed.verify()
+    for plugin in module.plugins:
+        plugin.in_llvm_pipeline(parsed, target)
     target.optimize(parsed, job)
     if dump is not None:
         dump.text("llvm-optimized.ll", str(parsed))

@@ -26,6 +26,7 @@ from ..ir.builder import Builder
 from ..ir.fold import fold, to_python
 from ..ir.function import Block, Function, Module
 from ..ir.ops import Location, Value
+from ..lang.markers import Marker
 from .values import UNDEFINED, PyConst, const_value, is_const
 
 
@@ -723,10 +724,24 @@ class FunctionTranslator:
         target = function.value
         if isinstance(target, pytypes.FunctionType):
             return self.call_device_function(target, node)
+        if isinstance(target, Marker):
+            return self.call_marker(target, node)
         if getattr(target, "__kernelkit_kernel__", False):
             raise self.error("a kernel cannot be called from a kernel", node,
                              hint="move the shared code into a plain function and call that")
         raise self.error(f"{_describe(node.func)} cannot be called in kernels", node)
+
+    def call_marker(self, marker: Marker, node: ast.Call) -> Value:
+        """A plugin's marker: an `intrinsic` operation the plugin rewrites."""
+        if node.keywords:
+            raise self.error(f"'{marker.name}' takes no keyword arguments", node)
+        args = [self.expr(argument) for argument in node.args]
+        for value, argument in zip(args, node.args):
+            if isinstance(value, PyConst):
+                raise self.error(f"'{marker.name}' takes numbers and arrays, got "
+                                 f"{self.type_name(value)}", argument)
+        result = marker.result_type(tuple(a.type for a in args))
+        return self.builder.op("intrinsic", args, result, {"name": marker.name})
 
     def call_device_function(self, target, node: ast.Call) -> Value:
         if node.keywords:

@@ -107,6 +107,8 @@ class Module:
     """A kernel and every function it calls. `functions` is ordered: the kernel first."""
 
     functions: dict[str, Function] = field(default_factory=dict)
+    # The compiler plugins whose markers the module called (not part of its text).
+    plugins: tuple = ()
 
     @property
     def kernel(self) -> Function:

@@ -122,6 +122,7 @@ OPCODES: dict[str, OpInfo] = {
     "barrier": _EFFECT,
     "print": _EFFECT,
     "call": _EFFECT,
+    "intrinsic": _EFFECT,  # a plugin's marker (attrs['name']), rewritten by the plugin
     "br": _TERMINATOR,
     "cbr": _TERMINATOR,
     "ret": _TERMINATOR,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..errors import KernelkitError
 from .function import Block, Function, Module
-from .ops import OPCODES, BlockParam, Location, Op, Successor
+from .ops import OPCODES, Location, Op, Successor
 from .types import IRType, parse_type
 
 

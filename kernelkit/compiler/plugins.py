@@ -1,0 +1,90 @@
+"""Compiler plugins: code that rewrites kernels which call its marker, on every target.
+
+A plugin has a name, a marker (the name of a `kernelkit.lang.markers.Marker` that kernels
+call, which the frontend turns into an `intrinsic` operation), hooks at named stages, and
+a key that is part of every cache key of a kernel it ran on. It runs only for modules
+that contain its marker. The stages, in the order the driver reaches them:
+
+- `after_frontend(module)`: the typed IR as the frontend made it (markers still there);
+- `before_lowering(module)`: the typed IR after every pass, before LLVM lowering;
+- `in_llvm_pipeline(llvm_module, target)`: the LLVM module, before it is optimized.
+
+A target knows nothing about plugins: the driver runs them. Plugins register with
+`register_plugin(plugin)` or under the entry-point group `kernelkit.plugins` (loaded the
+first time plugins are looked up)."""
+from __future__ import annotations
+
+import functools
+import linecache
+from importlib.metadata import entry_points
+
+from ..errors import CompileError
+from ..ir.function import Module
+
+
+class Plugin:
+    """Subclass and override the hooks a plugin needs."""
+
+    name: str = "plugin"
+    marker: str = ""
+
+    def after_frontend(self, module: Module) -> None:
+        pass
+
+    def before_lowering(self, module: Module) -> None:
+        pass
+
+    def in_llvm_pipeline(self, llvm_module, target) -> None:
+        pass
+
+    def cache_key(self) -> str:
+        """Changes whenever the plugin's output would (a version, its options)."""
+        return self.name
+
+
+_registry: dict[str, Plugin] = {}
+
+
+def register_plugin(plugin: Plugin) -> Plugin:
+    _registry[plugin.name] = plugin
+    return plugin
+
+
+def unregister_plugin(name: str) -> None:
+    _registry.pop(name, None)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_entry_points() -> None:
+    for entry in sorted(entry_points(group="kernelkit.plugins"), key=lambda e: e.name):
+        plugin = entry.load()
+        register_plugin(plugin() if isinstance(plugin, type) else plugin)
+
+
+def registered_plugins() -> list[Plugin]:
+    _load_entry_points()
+    return list(_registry.values())
+
+
+def plugins_for(module: Module) -> list[Plugin]:
+    """The plugins whose markers the module calls, by name; a marker no plugin handles
+    is a CompileError at the call."""
+    markers = {}
+    for function in module.functions.values():
+        for op in function.ops():
+            if op.opcode == "intrinsic":
+                markers.setdefault(op.attrs["name"], (function, op))
+    by_marker = {plugin.marker: plugin for plugin in registered_plugins()}
+    active = []
+    for marker, (function, op) in markers.items():
+        if marker not in by_marker:
+            loc = op.loc
+            raise CompileError(
+                f"'{marker}' is a plugin's marker, but no registered plugin handles it",
+                kernel=module.kernel.name, function=function.name,
+                file=loc.file if loc else None, line=loc.line if loc else None,
+                source_line=linecache.getline(loc.file, loc.line) if loc else None,
+                hint="register the plugin (kernelkit.compiler.plugins.register_plugin, or "
+                     "the 'kernelkit.plugins' entry points) before compiling")
+        active.append(by_marker[marker])
+    return sorted(active, key=lambda plugin: plugin.name)
