@@ -5,11 +5,13 @@ Compiled kernels are cached in memory by job, and on disk by a digest of their t
 and job (`cache.py`)."""
 from __future__ import annotations
 
+import linecache
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..frontend.translate import translate_kernel
+from ..errors import CompileError
+from ..frontend.translate import resolve_deferred, translate_kernel
 from ..ir.function import Module
 from ..ir.ops import Location
 from ..ir.printer import print_module
@@ -61,6 +63,7 @@ def typed_module(job: CompilerJob) -> Module:
     """The kernel's IR, ready for LLVM lowering."""
     source = job.source
     module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize)
+    resolve_deferred(module, job.config.workgroupsize)
     dump = Dump.for_job(job)
     if dump is not None:
         dump.module("frontend", module)
@@ -84,6 +87,19 @@ def compile_module(module: Module, target, after_each=None) -> None:
         if after_each is not None:
             after_each(f"plugin-{plugin.name}-lowering", module)
     verify_module(module)
+    for op in module.kernel.ops():
+        if op.opcode in ("deferred", "call_ref"):
+            raise unresolved_reference_error(module.kernel.name, op)
+
+
+def unresolved_reference_error(kernel: str, op) -> CompileError:
+    loc = op.loc
+    return CompileError(
+        "this kk.deferred function reference is not called where it is made (one chosen at "
+        "run time, or passed on) and cannot be compiled yet", kernel=kernel,
+        file=loc.file if loc else None, line=loc.line if loc else None,
+        source_line=linecache.getline(loc.file, loc.line) if loc else None,
+        hint="call the reference directly: f = kk.deferred(fn, x); y = f(x)")
 
 
 def pipeline_of(target) -> tuple[str, ...]:

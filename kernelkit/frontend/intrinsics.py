@@ -9,6 +9,7 @@ import ast
 import builtins
 import functools
 import math
+import types
 
 import numpy as np
 
@@ -364,3 +365,21 @@ def degrees_radians(tr, node):
         value = tr.cast(value, T.weak_float if value.type.weak else T.float64)
     return tr.binary("mul", value, tr.constant(factor, T.weak_float), node)
 
+
+
+# -- deferred functions -------------------------------------------------------------------
+
+@handles(kk.deferred)
+def deferred(tr, node):
+    """`kk.deferred(fn, *args)`: a reference to `fn` compiled for the types of `args`,
+    which the driver's worklist translates into the module after the kernel is typed."""
+    args, _ = positional(tr, node, 1, 64, "kk.deferred")
+    function, values = args[0], args[1:]
+    if not (isinstance(function, PyConst) and isinstance(function.value, types.FunctionType)):
+        raise tr.error(f"kk.deferred needs a plain Python function first, got "
+                       f"{tr.type_name(function)}", node.args[0])
+    for value, argument in zip(values, node.args[1:]):
+        if isinstance(value, PyConst):
+            raise tr.error(f"kk.deferred takes numbers and arrays after the function, got "
+                           f"{tr.type_name(value)}", argument)
+    return tr.defer(function.value, tuple(v.type for v in values), node)

@@ -107,6 +107,19 @@ def translate_kernel(pyfunc, argtypes: tuple[T.IRType, ...],
     return module
 
 
+def resolve_deferred(module: Module, workgroupsize: tuple[int, ...]) -> None:
+    """The worklist of `kk.deferred` requests: translate each requested function into the
+    module (a translated function may ask for more)."""
+    context = TranslationContext(module, module.kernel.name, workgroupsize)
+    while True:
+        pending = [(name, request) for name, request in module.deferred.items()
+                   if name not in module.functions]
+        if not pending:
+            return
+        for name, (pyfunc, argtypes) in pending:
+            translate_function(context, pyfunc, list(argtypes), is_kernel=False, name=name)
+
+
 def translate_function(context: TranslationContext, pyfunc, args: list, *, is_kernel: bool,
                        name: str) -> Function:
     hints = TypeHints()
@@ -715,6 +728,8 @@ class FunctionTranslator:
 
     def expr_Call(self, node: ast.Call):
         function = self.expr(node.func)
+        if isinstance(function, Value) and isinstance(function.type, T.FunctionRefType):
+            return self.call_reference(function, node)
         if not isinstance(function, PyConst):
             raise self.error(f"a {self.type_name(function)} is not callable", node)
         from .intrinsics import lookup_intrinsic
@@ -742,6 +757,41 @@ class FunctionTranslator:
                                  f"{self.type_name(value)}", argument)
         result = marker.result_type(tuple(a.type for a in args))
         return self.builder.op("intrinsic", args, result, {"name": marker.name})
+
+    def defer(self, target, argtypes: tuple, node) -> Value:
+        """A `deferred` reference to `target` compiled for `argtypes`. Its result type is
+        found by translating `target` on the side now; the driver translates it into the
+        module after typing (`resolve_deferred`)."""
+        key = (target, argtypes)
+        module = self.context.module
+        name = next((n for n, request in module.deferred.items() if request == key), None)
+        if name is None:
+            name = f"{target.__qualname__}.deferred{len(module.deferred)}".replace(
+                "<locals>.", "")
+            module.deferred[name] = key
+        if target in self.context.stack:
+            chain = " -> ".join(f.__name__ for f in self.context.stack + [target])
+            raise self.error(f"recursion is not supported: {chain}", node)
+        scratch = TranslationContext(Module(), self.context.kernel_name,
+                                     self.context.workgroupsize,
+                                     stack=self.context.stack + [target])
+        result = translate_function(scratch, target, list(argtypes), is_kernel=False,
+                                    name=name).return_type
+        reference = T.FunctionRefType(argtypes, result)
+        return self.builder.op("deferred", [], reference,
+                               {"function": name, "argtypes": argtypes})
+
+    def call_reference(self, reference: Value, node: ast.Call) -> Value:
+        if node.keywords:
+            raise self.error("keyword arguments are not supported in calls", node)
+        args = [self.expr(a) for a in node.args]
+        types = tuple(None if isinstance(a, PyConst) else a.type for a in args)
+        if types != reference.type.params:
+            expected = ", ".join(t.name for t in reference.type.params)
+            got = ", ".join("a Python object" if t is None else t.name for t in types)
+            raise self.error(f"this function reference takes ({expected}), got ({got})", node,
+                             hint="call it with arguments of the types given to kk.deferred")
+        return self.builder.op("call_ref", [reference, *args], reference.type.result)
 
     def call_device_function(self, target, node: ast.Call) -> Value:
         if node.keywords:

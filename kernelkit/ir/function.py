@@ -109,6 +109,9 @@ class Module:
     functions: dict[str, Function] = field(default_factory=dict)
     # The compiler plugins whose markers the module called (not part of its text).
     plugins: tuple = ()
+    # kk.deferred requests: function name -> (Python function, argument types), for the
+    # driver's worklist to translate into the module (not part of its text).
+    deferred: dict = field(default_factory=dict)
 
     @property
     def kernel(self) -> Function:

@@ -123,6 +123,8 @@ OPCODES: dict[str, OpInfo] = {
     "print": _EFFECT,
     "call": _EFFECT,
     "intrinsic": _EFFECT,  # a plugin's marker (attrs['name']), rewritten by the plugin
+    "deferred": _PURE,     # a reference to function attrs['function'] of the module
+    "call_ref": _EFFECT,   # a call through a reference (operand 0)
     "br": _TERMINATOR,
     "cbr": _TERMINATOR,
     "ret": _TERMINATOR,

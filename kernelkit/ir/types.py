@@ -110,6 +110,19 @@ class TupleType(IRType):
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionRefType(IRType):
+    """A reference to a function of the module (`kk.deferred`): its parameter types and
+    result type."""
+    params: tuple[IRType, ...]
+    result: IRType
+
+    @property
+    def name(self) -> str:
+        return "funcref<" + ", ".join(t.name for t in self.params) + \
+            f" -> {self.result.name}>"
+
+
+@dataclass(frozen=True, slots=True)
 class VoidType(IRType):
     @property
     def name(self) -> str:
@@ -184,6 +197,10 @@ def parse_type(text: str) -> IRType:
         return SCALARS_BY_NAME[text]
     head, _, rest = text.partition("<")
     body = rest[:-1]
+    if head == "funcref":
+        params, _, result = body.rpartition(" -> ")
+        return FunctionRefType(tuple(parse_type(p) for p in _split_top(params)),
+                               parse_type(result))
     if head == "tuple":
         return TupleType(tuple(parse_type(p) for p in _split_top(body)))
     parts = [p.strip() for p in _split_top(body)]

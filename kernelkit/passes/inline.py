@@ -1,5 +1,6 @@
 """Inlines every device-function call into the kernel, so that the kernel is one
-function (device functions may not recurse, so this terminates)."""
+function (device functions may not recurse, so this terminates). A call through a
+reference that `kk.deferred` made is a call of the referenced function."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,12 +19,32 @@ class Inline:
     def __call__(self, module: Module) -> None:
         kernel = module.kernel
         while True:
-            call = next((op for op in kernel.ops() if op.opcode == "call"), None)
+            call = next((op for op in kernel.ops() if op.opcode == "call" or
+                         op.opcode == "call_ref" and _direct_reference(op)), None)
             if call is None:
                 break
+            if call.opcode == "call_ref":
+                call = _as_direct_call(call)
             inline_call(kernel, call, module.functions[call.attrs["callee"]])
         # Device functions are now part of the kernel.
         module.functions = {kernel.name: kernel}
+
+
+def _direct_reference(call: Op) -> bool:
+    """A call through a reference made right there by `deferred` (not one chosen at run
+    time): it calls the referenced function."""
+    reference = call.operands[0]
+    return isinstance(reference, Op) and reference.opcode == "deferred"
+
+
+def _as_direct_call(call: Op) -> Op:
+    reference, *args = call.operands
+    direct = Op("call", args, call.type, {"callee": reference.attrs["function"]}, loc=call.loc)
+    block = call.block
+    direct.block = block
+    block.ops[block.ops.index(call)] = direct
+    replace_all_uses(block.function, {call: direct})
+    return direct
 
 
 def inline_call(caller: Function, call: Op, callee: Function) -> None:
