@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..errors import KernelkitError
 from .function import Block, Function, Module
 from .ops import OPCODES, Location, Op, Successor
-from .types import IRType, parse_type
+from .types import IRType, parse_type, split_top_level
 
 
 class IRParseError(KernelkitError):
@@ -95,7 +95,7 @@ def _parse_function(lines: list[str], start: int, source: str) -> tuple[Function
 
 def _block_params(text: str, line: int, offset: int, source: str) -> list:
     params = []
-    for part in _split_top(text):
+    for part in split_top_level(text):
         name, colon, type_text = part.partition(":")
         column = text.find(part) + offset + 1
         if not colon or not name.strip().startswith("%"):
@@ -148,21 +148,6 @@ def _type(text: str, line: int, column: int, source: str) -> IRType:
         return parse_type(text)
     except (ValueError, KeyError, IndexError):
         raise IRParseError(f"unknown type {text.strip()!r}", line, column, source) from None
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for index, char in enumerate(text):
-        if char in "<[(":
-            depth += 1
-        elif char in ">])":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    if text[start:].strip():
-        parts.append(text[start:])
-    return parts
 
 
 class _OpScanner:

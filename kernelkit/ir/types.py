@@ -199,11 +199,11 @@ def parse_type(text: str) -> IRType:
     body = rest[:-1]
     if head == "funcref":
         params, _, result = body.rpartition(" -> ")
-        return FunctionRefType(tuple(parse_type(p) for p in _split_top(params)),
+        return FunctionRefType(tuple(parse_type(p) for p in split_top_level(params)),
                                parse_type(result))
     if head == "tuple":
-        return TupleType(tuple(parse_type(p) for p in _split_top(body)))
-    parts = [p.strip() for p in _split_top(body)]
+        return TupleType(tuple(parse_type(p) for p in split_top_level(body)))
+    parts = [p.strip() for p in split_top_level(body)]
     dtype = SCALARS_BY_NAME[parts[0]]
     if head == "array":
         return ArrayType(dtype, int(parts[1]), parts[2], const="const" in parts[3:])
@@ -213,16 +213,17 @@ def parse_type(text: str) -> IRType:
     raise ValueError(f"unknown type {text!r}")
 
 
-def _split_top(text: str) -> list[str]:
+def split_top_level(text: str) -> list[str]:
+    """`text` split at the commas outside any brackets (<>, [], ())."""
     parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "<":
+    for index, char in enumerate(text):
+        if char in "<[(":
             depth += 1
-        elif ch == ">":
+        elif char in ">])" and text[index - 1:index + 1] != "->":
             depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
     if text[start:].strip():
         parts.append(text[start:])
     return parts
