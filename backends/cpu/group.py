@@ -21,10 +21,11 @@ from __future__ import annotations
 from llvmlite import ir
 
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
-                                         LaunchRecord, i1, i32, i64, llvm_type, memory_type,
-                                         printf_arguments, ptr)
+                                         LaunchRecord, i1, i8, i32, i64, llvm_type,
+                                         memory_type, printf_arguments, ptr)
 from kernelkit.ir import types as T
 from kernelkit.ir.ops import BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
+from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 from kernelkit.passes.liveness import live_across_barriers
 from kernelkit.passes.split_barriers import ends_with_barrier, region_starts
 from kernelkit.passes.uniformity import varying_values
@@ -132,16 +133,29 @@ def _needs_slot(value, function) -> bool:
     return not isinstance(value.type, T.ArrayType)
 
 
+class KernelVersion:
+    """One version of the kernel the group function runs (the kernel as written, or the
+    one for groups that pass its guards) with its region plan and storage."""
+
+    def __init__(self, function):
+        self.function = function
+        self.has_barrier = any(op.opcode == "barrier" for op in function.ops())
+        self.plan = RegionPlan(function) if self.has_barrier else None
+        self.storage: dict = {}
+        self.slot_sets: list = []
+
+
 class GroupFunctionBuilder(EntryPointBuilder):
     """Builds the group function and serves as the body lowering's environment."""
 
-    def __init__(self, module: ir.Module, function, job, symbol: str):
-        super().__init__(module, function, job, symbol)
+    def __init__(self, module: ir.Module, ir_module, job, symbol: str):
+        super().__init__(module, ir_module.kernel, job, symbol)
         self.items = 1
         for size in self.sizes:
             self.items *= size
-        self.has_barrier = any(op.opcode == "barrier" for op in function.ops())
-        self.plan = RegionPlan(function) if self.has_barrier else None
+        self.general = KernelVersion(ir_module.kernel)
+        interior = ir_module.functions.get(ir_module.kernel.name + GUARDED_SUFFIX)
+        self.interior = KernelVersion(interior) if interior is not None else None
         self.access_group = _DistinctNode(module)
 
     # -- the group function ---------------------------------------------------------------
@@ -158,7 +172,11 @@ class GroupFunctionBuilder(EntryPointBuilder):
         record = LaunchRecord(builder, args, self.layout, self.debug)
         self.extents, self.group_counts = record.extents, record.group_counts
         self.error_record, self.arguments = record.error_record, record.arguments
-        self.allocate_storage(builder)
+        self.region = builder.alloca(i32, name="region")
+        self.verdict = builder.alloca(i8, name="all_pass")
+        for version in (self.general, self.interior):
+            if version is not None:
+                self.allocate_storage(builder, version)
 
         first_index = self.decompose_group(builder, first)
         entry = builder.block
@@ -185,17 +203,25 @@ class GroupFunctionBuilder(EntryPointBuilder):
         full_group = self.new_block("full_group")
         partial_group = self.new_block("partial_group")
         builder.cbranch(full, full_group, partial_group)
-        for block, extents, slots in (
-                (full_group, [ir.Constant(i64, s) for s in self.sizes], self.slot_sets[0]),
-                (partial_group, valid, self.slot_sets[1])):
-            builder.position_at_end(block)
-            self.extents_now = extents
-            self.slots, self.current, self.next = slots
-            if self.has_barrier:
-                self.run_regions(builder)
-            else:
-                self.work_item_loops(builder, lambda b: self.lower_item(b, self.function.entry))
+        constant_extents = [ir.Constant(i64, s) for s in self.sizes]
+        builder.position_at_end(full_group)
+        if self.interior is not None:
+            # Groups whose work-items all pass the kernel's guards run the version
+            # without them (see kernelkit/passes/guard_versioning.py).
+            self.extents_now = constant_extents
+            all_pass = self.all_pass_guards(builder, self.interior)
+            interior_group = self.new_block("interior_group")
+            guarded_group = self.new_block("guarded_group")
+            builder.cbranch(all_pass, interior_group, guarded_group)
+            builder.position_at_end(interior_group)
+            self.emit_group(builder, self.interior, constant_extents, 0)
             builder.branch(next_group)
+            builder.position_at_end(guarded_group)
+        self.emit_group(builder, self.general, constant_extents, 0)
+        builder.branch(next_group)
+        builder.position_at_end(partial_group)
+        self.emit_group(builder, self.general, valid, 1)
+        builder.branch(next_group)
         builder.position_at_end(next_group)
         group.add_incoming(builder.add(group, ir.Constant(i64, 1)), next_group)
         for index, following in zip(self.group_index, self.following_group(builder)):
@@ -205,12 +231,50 @@ class GroupFunctionBuilder(EntryPointBuilder):
         builder.ret_void()
         return llvm_function
 
+    def emit_group(self, builder, version: KernelVersion, extents, slot_set: int) -> None:
+        """One group's work with `version` of the kernel; `extents` are the loop trip
+        counts (constants for a full group)."""
+        self.use_version(version)
+        self.extents_now = extents
+        self.slots, self.current, self.next = version.slot_sets[slot_set]
+        if version.has_barrier:
+            self.run_regions(builder)
+        else:
+            self.work_item_loops(builder, lambda b: self.lower_item(b, version.function.entry))
+
+    def use_version(self, version: KernelVersion) -> None:
+        self.function, self.plan = version.function, version.plan
+        self.has_barrier, self.storage = version.has_barrier, version.storage
+
+    def all_pass_guards(self, builder, version: KernelVersion) -> ir.Value:
+        """Whether every work-item of the group satisfies each `assume` of `version`."""
+        self.use_version(version)
+        self.slots, self.current, self.next = version.slot_sets[0]
+        conditions = [op.operands[0] for op in version.function.ops() if op.opcode == "assume"]
+        verdict = self.verdict
+        builder.store(ir.Constant(i8, 1), verdict)
+
+        def body(item_builder):
+            self.flat_item = None
+            lowering = BodyLowering(self, version.function, self.llvm_function)
+            lowering.prologue = item_builder
+            passes = ir.Constant(i1, 1)
+            for condition in conditions:
+                passes = item_builder.and_(passes, lowering.use(item_builder, condition))
+            current = item_builder.load(verdict, typ=i8)
+            item_builder.store(item_builder.and_(current, item_builder.zext(passes, i8)),
+                               verdict)
+            item_builder.branch(self.item_done)
+
+        self.work_item_loops(builder, body)
+        return builder.icmp_unsigned("!=", builder.load(verdict, typ=i8), ir.Constant(i8, 0))
+
     def new_block(self, name: str) -> ir.Block:
         return self.llvm_function.append_basic_block(name)
 
-    def allocate_storage(self, builder) -> None:
-        self.storage = {}
-        for op in self.function.ops():
+    def allocate_storage(self, builder, version: KernelVersion) -> None:
+        """Local and private memory and the slots of one version of the kernel."""
+        for op in version.function.ops():
             if op.opcode not in ("localmem", "private"):
                 continue
             count = 1
@@ -220,21 +284,20 @@ class GroupFunctionBuilder(EntryPointBuilder):
                 count *= self.items
             storage = builder.alloca(memory_type(op.type.dtype), size=count)
             storage.align = 64
-            self.storage[op] = storage
-        if self.has_barrier:
-            self.region = builder.alloca(i32, name="region")
-        self.slot_sets = [self.allocate_slots(builder) for _ in range(2)]
+            version.storage[op] = storage
+        version.slot_sets = [self.allocate_slots(builder, version) for _ in range(2)]
 
-    def allocate_slots(self, builder) -> tuple[dict, dict, dict]:
+    def allocate_slots(self, builder, version: KernelVersion) -> tuple[dict, dict, dict]:
         """Slots for the values kept across barriers: (per work-item, current, next).
         The full-group and the partial-group code each get their own, so that in the
         full-group code, where every slot is addressed by constants once the loops are
         unrolled, LLVM can keep them in registers."""
         slots, current, next = {}, {}, {}
-        if self.has_barrier:
-            for value in sorted(self.plan.kept, key=_definition_order(self.function)):
+        if version.has_barrier:
+            plan = version.plan
+            for value in sorted(plan.kept, key=_definition_order(version.function)):
                 type = llvm_type(value.type)
-                if value in self.plan.uniform:
+                if value in plan.uniform:
                     current[value] = builder.alloca(type)
                     next[value] = builder.alloca(type)
                 else:

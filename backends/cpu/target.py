@@ -46,7 +46,7 @@ class CPUTarget(Target):
         return _target_machine(self.cpu, self.features, opt_level)
 
     def passes(self) -> tuple[str, ...]:
-        return ("loop-barriers", "split-barriers")
+        return ("guard-versioning", "loop-barriers", "split-barriers")
 
     def triple(self) -> str:
         return llvm.get_process_triple()
@@ -54,8 +54,8 @@ class CPUTarget(Target):
     def datalayout(self) -> str:
         return str(self.machine().target_data)
 
-    def emit_kernel(self, module: ir.Module, function, job) -> dict:
-        builder = GroupFunctionBuilder(module, function, job, entry_symbol(job))
+    def emit_kernel(self, module: ir.Module, ir_module, job) -> dict:
+        builder = GroupFunctionBuilder(module, ir_module, job, entry_symbol(job))
         builder.build()
         return {"locations": builder.locations}
 

@@ -75,8 +75,8 @@ class PTXTarget(Target):
     def datalayout(self) -> str:
         return str(self.machine().target_data)
 
-    def emit_kernel(self, module, function, job) -> dict:
-        builder = ThreadFunctionBuilder(module, function, job, kernel_symbol(job))
+    def emit_kernel(self, module, ir_module, job) -> dict:
+        builder = ThreadFunctionBuilder(module, ir_module.kernel, job, kernel_symbol(job))
         builder.build()
         return {"locations": builder.locations}
 

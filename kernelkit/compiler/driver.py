@@ -132,7 +132,7 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
     llvm_module = llvm_ir.Module(name=kernel.name)
     llvm_module.triple = target.triple()
     llvm_module.data_layout = target.datalayout()
-    info = target.emit_kernel(llvm_module, kernel, job)
+    info = target.emit_kernel(llvm_module, module, job)
     dump = Dump.for_job(job)
     if dump is not None:
         dump.text("llvm.ll", str(llvm_module))

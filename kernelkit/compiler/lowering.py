@@ -315,6 +315,9 @@ class BodyLowering:
     def op_ret(self, builder, op: Op):
         self.env.kernel_return(builder)
 
+    def op_assume(self, builder, op: Op):
+        """What a target checked before choosing this version of the kernel."""
+
     def op_barrier(self, builder, op: Op):
         after = self.llvm_function.append_basic_block("after_barrier")
         self.env.barrier(builder, after)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from llvmlite import ir
 
-    from ..ir.function import Function
+    from ..ir.function import Module
     from .job import CompilerJob
 
 
@@ -18,8 +18,9 @@ class Target:
 
     - `passes()`: names of extra IR passes to run after the generic ones.
     - `triple()`, `datalayout()`: for the LLVM module.
-    - `emit_kernel(module, function, job)`: build the LLVM entry point of the kernel
-      (its calling convention and how work-items map to hardware) around the body,
+    - `emit_kernel(llvm_module, ir_module, job)`: build the LLVM entry point of the
+      kernel (`ir_module.kernel`; its calling convention and how work-items map to
+      hardware) around the body,
       which `kernelkit.compiler.lowering.BodyLowering` lowers through a target's
       `KernelEnvironment`.
     - `optimize(llvm_module, job)`: run the LLVM pipeline.
@@ -39,7 +40,7 @@ class Target:
     def datalayout(self) -> str:
         raise NotImplementedError
 
-    def emit_kernel(self, module: ir.Module, function: Function, job: CompilerJob) -> dict:
+    def emit_kernel(self, module: ir.Module, ir_module: Module, job: CompilerJob) -> dict:
         """Returns facts the runtime needs (e.g. 'locations' of bounds checks)."""
         raise NotImplementedError
 

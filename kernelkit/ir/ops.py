@@ -125,6 +125,7 @@ OPCODES: dict[str, OpInfo] = {
     "intrinsic": _EFFECT,  # a plugin's marker (attrs['name']), rewritten by the plugin
     "deferred": _PURE,     # a reference to function attrs['function'] of the module
     "call_ref": _EFFECT,   # a call through a reference (operand 0)
+    "assume": _EFFECT,     # operand 0 holds for every work-item of the group (versioning)
     "br": _TERMINATOR,
     "cbr": _TERMINATOR,
     "ret": _TERMINATOR,

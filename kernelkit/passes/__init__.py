@@ -2,6 +2,7 @@
 by name (`PASSES`), taking a `Module` and changing it in place."""
 from .cse import CommonSubexpressions
 from .dce import DeadCode
+from .guard_versioning import GuardVersioning
 from .inline import Inline
 from .loop_barriers import LoopBarriers
 from .pipeline import PASSES, Pipeline, run_passes
@@ -10,4 +11,5 @@ from .split_barriers import SplitBarriers
 from .uniformity import CheckBarriers
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
-           "CommonSubexpressions", "CheckBarriers", "LoopBarriers", "SplitBarriers"]
+           "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "LoopBarriers",
+           "SplitBarriers"]

@@ -31,7 +31,11 @@ class LoopBarriers:
     name = "loop-barriers"
 
     def __call__(self, module: Module) -> None:
-        kernel = module.kernel
+        for kernel in module.functions.values():
+            if kernel.is_kernel:
+                self.put_barriers(kernel)
+
+    def put_barriers(self, kernel: Function) -> None:
         varying = varying_values(kernel)
         divergent = divergent_region(kernel, varying)
         for header, body in natural_loops(kernel).items():

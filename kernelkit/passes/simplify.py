@@ -1,6 +1,7 @@
 """Folds constants, forwards trivial values and tidies the control-flow graph:
 constant branches, block parameters that always receive the same value, unreachable
-blocks, and blocks that merely continue their single predecessor."""
+blocks, blocks that merely continue their single predecessor, and short branches of a
+few cheap pure operations (the right side of `and`/`or`), which become `select`s."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ class Simplify:
                 changed |= remove_unreachable(function)
                 changed |= forward_block_params(function)
                 changed |= merge_blocks(function)
+                changed |= speculate_short_branches(function)
 
 
 def _const(value):
@@ -141,3 +143,57 @@ def merge_blocks(function: Function) -> bool:
             predecessors[successor] = [pred if p is block else p for p in predecessors[successor]]
         changed = True
     return changed
+
+
+SPECULATED_OPS = 4
+"""A branch of at most this many cheap pure operations is computed unconditionally."""
+_EXPENSIVE = {"math", "pow", "truediv"}
+
+
+def speculate_short_branches(function: Function) -> bool:
+    """`P: cbr c, T(), J(a...)`, `T: <cheap pure ops>; br J(b...)` with P the only way
+    into T becomes `P: <T's ops>; br J(select(c, b, a)...)` (either side of the branch):
+    the short-circuit `and`/`or` of a condition turns into plain arithmetic, which the
+    uniformity analysis and the vectorizer can see through. Pure operations cannot fail,
+    so computing them on both paths changes nothing but time."""
+    predecessors = function.predecessors()
+    for block in function.blocks:
+        branch = block.terminator
+        if branch is None or branch.opcode != "cbr":
+            continue
+        for side in (0, 1):
+            short, other = branch.successors[side], branch.successors[1 - side]
+            body = short.block
+            jump = body.terminator
+            if (short.args or body.params or predecessors[body] != [block] or
+                    jump.opcode != "br" or jump.successors[0].block is not other.block or
+                    other.block is body or len(body.ops) - 1 > SPECULATED_OPS or
+                    any(not op.is_pure or op.opcode in _EXPENSIVE for op in body.ops[:-1])):
+                continue
+            condition = branch.operands[0]
+            position = len(block.ops) - 1
+            for op in body.ops[:-1]:
+                op.block = block
+                block.ops.insert(position, op)
+                position += 1
+            arguments = []
+            for taken, not_taken in zip(jump.successors[0].args, other.args):
+                if taken is not_taken:
+                    arguments.append(taken)
+                    continue
+                if side == 1:
+                    pair = [not_taken, taken]
+                else:
+                    pair = [taken, not_taken]
+                select = Op("select", [condition, *pair], taken.type, loc=branch.loc)
+                select.block = block
+                block.ops.insert(position, select)
+                position += 1
+                arguments.append(select)
+            replacement = Op("br", [], successors=[Successor(other.block, arguments)],
+                             loc=branch.loc)
+            replacement.block = block
+            block.ops[-1] = replacement
+            function.blocks.remove(body)
+            return True
+    return False

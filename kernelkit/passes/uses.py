@@ -36,3 +36,23 @@ def clone_op(op: Op, values: dict[Value, Value], blocks: dict) -> Op:
                successors, op.loc)
     values[op] = clone
     return clone
+
+
+def clone_function(function: Function, name: str) -> Function:
+    """A copy of `function` (new blocks, parameters and operations) named `name`."""
+    from ..ir.function import Block
+    clone = Function(name, list(function.arg_names), function.return_type,
+                     function.is_kernel, source_file=function.source_file)
+    values: dict[Value, Value] = {}
+    blocks = {}
+    for block in function.blocks:
+        copy = Block()
+        for param in block.params:
+            values[param] = copy.add_param(param.type, param.hint)
+        blocks[block] = clone.add_block(copy)
+    for block in function.blocks:
+        for op in block.ops:
+            blocks[block].append(clone_op(op, values, blocks))
+    for op in clone.ops():  # uses laid out before their definitions
+        op.map_operands(values)
+    return clone

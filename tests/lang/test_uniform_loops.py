@@ -317,3 +317,63 @@ def test_uniform_loops_with_runtime_and_negative_steps(backend, start, stop, ste
     (out, *_) = launch(backend, strided_descending, 8, 12, np.zeros(12, np.int64),
                        start, stop, step)
     np.testing.assert_array_equal(out, [reference(i) for i in range(12)])
+
+
+# --- uniform loops under per-item guards (a second, guard-free version for groups whose
+# work-items all pass the guards) ----------------------------------------------------------
+
+
+@kk.kernel
+def guarded_matmul(c, a: kk.Const, b: kk.Const, k):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    if i < c.shape[0] and j < c.shape[1]:
+        acc = 0.0
+        for p in range(k):
+            acc += a[i, p] * b[p, j]
+        c[i, j] = acc
+
+
+@kk.kernel
+def early_return_matvec(y, a: kk.Const, x: kk.Const, k):
+    i = kk.index(kk.Global)
+    if i >= y.shape[0]:
+        return
+    acc = 0.0
+    for p in range(k):
+        acc += a[i, p] * x[p]
+    y[i] = acc
+
+
+@kk.kernel
+def every_third_item(y, x: kk.Const, k):
+    i = kk.index(kk.Global)
+    if i % 3 != 0:
+        total = 0.0
+        for p in range(k):
+            total += x[p] * i
+        y[i] = total
+
+
+@pytest.mark.parametrize("m, n", [(32, 48), (37, 21), (5, 70)])
+def test_guarded_loops_match_numpy_in_whole_and_cut_groups(backend, m, n):
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (m, 40)).astype(np.float32)
+    b = rng.integers(-3, 4, (40, n)).astype(np.float32)
+    groups = (-(-m // 16) * 16, -(-n // 16) * 16)
+    (c, *_) = launch(backend, guarded_matmul, (16, 16), groups, np.zeros((m, n), np.float32),
+                     a, b, 40)
+    np.testing.assert_array_equal(c, a @ b)
+
+
+def test_early_return_guard_with_a_loop_matches_numpy(backend):
+    a = (np.arange(45 * 33) % 7 - 3).astype(np.float32).reshape(45, 33)
+    x = (np.arange(33) % 5).astype(np.float32)
+    (y, *_) = launch(backend, early_return_matvec, 16, 48, np.zeros(45, np.float32), a, x, 33)
+    np.testing.assert_array_equal(y, a @ x)
+
+
+def test_groups_where_some_items_fail_the_guard_run_the_kernel_as_written(backend):
+    x = np.arange(12, dtype=np.float32)
+    (y, *_) = launch(backend, every_third_item, 8, 40, np.full(40, -1, np.float32), x, 12)
+    expected = np.where(np.arange(40) % 3 != 0, x.sum() * np.arange(40), -1)
+    np.testing.assert_array_equal(y, expected)

@@ -80,7 +80,8 @@ def test_block_parameter_receiving_the_same_value_on_every_edge_is_forwarded():
     one = builder.const(1, T.int32)
     builder.cbr(flag, then_block, [], join, [x, one])
     builder.position_at_end(then_block)
-    builder.br(join, [x, builder.op("add", [x, x], T.int32)])
+    # A power: too costly to compute on both paths, so the branch stays.
+    builder.br(join, [x, builder.op("pow", [x, x], T.int32)])
     builder.position_at_end(join)
     builder.ret(builder.op("mul", [join.params[0], join.params[1]], T.int32))
     assert simplified(function) == (
@@ -89,7 +90,7 @@ def test_block_parameter_receiving_the_same_value_on_every_edge_is_forwarded():
         "  %2 = const 1 : i32\n"
         "  cbr %0, ^bb1(), ^bb2(%2)\n"
         "^bb1():\n"
-        "  %3 = add %1, %1 : i32\n"
+        "  %3 = pow %1, %1 : i32\n"
         "  br ^bb2(%3)\n"
         "^bb2(%4: i32):\n"
         "  %5 = mul %1, %4 : i32\n"
@@ -141,3 +142,44 @@ def test_branch_on_an_inlined_constant_result_is_folded_away(ir_text):
         "  store %0, %5, %6\n"
         "  ret\n"
         "}\n")
+
+
+def test_short_branch_of_cheap_pure_operations_becomes_a_select():
+    function = Function("both", ["a", "b"], return_type=T.bool_)
+    builder = Builder(function)
+    entry = builder.new_block((T.int64, T.int64))
+    right, join = builder.new_block(), builder.new_block((T.bool_,))
+    a, b = entry.params
+    builder.position_at_end(entry)
+    left = builder.op("lt", [a, b], T.bool_)
+    builder.cbr(left, right, [], join, [left])          # `a < b and b < 10`
+    builder.position_at_end(right)
+    builder.br(join, [builder.op("lt", [b, builder.const(10, T.int64)], T.bool_)])
+    builder.position_at_end(join)
+    builder.ret(join.params[0])
+    assert simplified(function) == (
+        'func @both(a, b) -> bool file "" {\n'
+        "^bb0(%0: i64, %1: i64):\n"
+        "  %2 = lt %0, %1 : bool\n"
+        "  %3 = const 10 : i64\n"
+        "  %4 = lt %1, %3 : bool\n"
+        "  %5 = select %2, %4, %2 : bool\n"
+        "  ret %5\n"
+        "}\n")
+
+
+def test_a_branch_with_side_effects_is_not_speculated():
+    function = Function("keeps", ["c", "a"], return_type=T.void)
+    builder = Builder(function)
+    entry = builder.new_block((T.bool_, T.ArrayType(T.int32, 1, "C")))
+    then_block, join = builder.new_block(), builder.new_block()
+    flag, array = entry.params
+    builder.position_at_end(entry)
+    zero = builder.const(0, T.int64)
+    builder.cbr(flag, then_block, [], join, [])
+    builder.position_at_end(then_block)
+    builder.op("store", [array, zero, builder.const(1, T.int32)])
+    builder.br(join, [])
+    builder.position_at_end(join)
+    builder.ret()
+    assert "cbr %0" in simplified(function)
