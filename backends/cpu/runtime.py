@@ -4,8 +4,9 @@ A launch is queued on the backend's stream and run in order; its work-groups are
 into chunks that `threads - 1` worker threads and the thread that synchronizes take in
 turn (as an OpenMP team does: the caller is one of the threads), each calling the
 compiled group function through ctypes (which releases the GIL, so the threads run
-native code in parallel). A small launch on an idle stream, and every launch of a
-one-thread backend, runs at once on the calling thread: no thread hand-off."""
+native code in parallel). A small launch on an idle stream (one its kernel's earlier
+launches show to take under 200 us), and every launch of a one-thread backend, runs at
+once on the calling thread: no thread hand-off."""
 from __future__ import annotations
 
 import ctypes
@@ -13,6 +14,7 @@ import ctypes.util
 import linecache
 import os
 import threading
+import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
@@ -28,7 +30,10 @@ from kernelkit.runtime.arguments import (ArgumentLayout, numpy_argument_key,
 from kernelkit.runtime.geometry import default_workgroupsize
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
-_INLINE_ITEMS = 1 << 14          # launches this small run on the calling thread
+_INLINE_ITEMS = 1 << 14          # a first launch this small runs on the calling thread
+_INLINE_SECONDS = 200e-6
+"""A launch whose kernel is estimated (from its earlier launches) to take less than this on
+one thread runs on the calling thread: handing it to other threads costs about as much."""
 _CHUNKS_PER_THREAD = 4
 # What a failed bounds check leaves: flag, location id, axis, ndim, index per axis,
 # extent per axis (NumPy arrays have at most 64 axes).
@@ -48,6 +53,7 @@ class PreparedKernel:
     compiled: object
     uses_print: bool
     debug: bool
+    seconds_per_group: float = 0.0   # measured on earlier launches; 0: not yet
 
 
 class CPU(Backend):
@@ -176,7 +182,9 @@ class CPU(Backend):
         for size in workgroupsize:
             items *= size
         launch = _Launch(prepared, packed, total, args, error_record)
-        self._stream.submit(launch, inline=items <= _INLINE_ITEMS or total == 1)
+        per_group = prepared.seconds_per_group
+        small = per_group * total < _INLINE_SECONDS if per_group else items <= _INLINE_ITEMS
+        self._stream.submit(launch, inline=small or total == 1)
 
 
 def _packer(type: T.IRType):
@@ -210,7 +218,13 @@ class _Launch:
     exception: BaseException | None = None
 
     def run_chunk(self, first: int, end: int) -> None:
+        start = time.perf_counter()
         self.prepared.function(self.packed, first, end)
+        per_group = (time.perf_counter() - start) / (end - first)
+        prepared = self.prepared
+        previous = prepared.seconds_per_group
+        prepared.seconds_per_group = per_group if not previous else \
+            0.75 * previous + 0.25 * per_group
 
     def failed(self) -> bool:
         return self.error_record is not None and self.error_record[0] != 0
