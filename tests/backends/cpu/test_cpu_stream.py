@@ -135,3 +135,29 @@ def test_one_thread_backend_runs_each_launch_before_the_launch_returns():
     a = np.zeros(BIG, np.int64)
     fill_with_index(kk.CPU(threads=1), 1000)(a, ndrange=BIG)
     np.testing.assert_array_equal(a, np.arange(1, BIG + 1))
+
+
+def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
+    import backends.cpu.runtime as runtime
+    backend = kk.CPU(threads=2)
+    inline = []
+    original = runtime._Stream.run_inline
+    monkeypatch.setattr(runtime._Stream, "run_inline",
+                        lambda stream, launch: (inline.append(launch.groups),
+                                                original(stream, launch)))
+    a = np.zeros(BIG, np.int64)
+    launcher = fill_with_index(backend, 1000)
+    launcher(a, ndrange=BIG)               # unmeasured and above the item threshold: threads
+    kk.synchronize(backend)
+    assert inline == []
+    (prepared,) = [prepared for key, prepared in fill_with_index._specializations.items()
+                   if key[0] is backend]
+    assert prepared.seconds_per_group > 0
+    monkeypatch.setattr(prepared, "seconds_per_group", 1e-9)
+    launcher(a, ndrange=BIG)               # estimated at 200 ns: on the calling thread
+    assert inline == [BIG // 1000]
+    np.testing.assert_array_equal(a, np.arange(1, BIG + 1))
+    monkeypatch.setattr(prepared, "seconds_per_group", 1.0)
+    launcher(a, ndrange=BIG)               # estimated at 200 s: threads
+    kk.synchronize(backend)
+    assert inline == [BIG // 1000]
