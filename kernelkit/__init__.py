@@ -19,7 +19,8 @@ from .errors import BackendError, CompileError, KernelkitError, LaunchError
 from .lang.intrinsics import (Cartesian, Const, Global, Group, Linear, Local, NTuple,
                               atomic_add, atomic_and_, atomic_cas, atomic_exchange, atomic_max,
                               atomic_min, atomic_or_, atomic_sub, atomic_xor, deferred,
-                              groupsize, index, localmem, ndrange, private, synchronize)
+                              groupsize, index, localmem, ndrange, private, synchronize,
+                              synchronize_any)
 from .lang.intrinsics import print_ as print  # noqa: A001 - kk.print mirrors print
 from .lang.kernel import Kernel, code_ir, code_llvm, code_native, kernel
 from .lang.math import *  # noqa: F401,F403 - kk.sqrt, kk.exp, ...

@@ -24,7 +24,7 @@ from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBui
                                          LaunchRecord, i1, i8, i32, i64, llvm_type,
                                          memory_type, printf_arguments, ptr)
 from kernelkit.ir import types as T
-from kernelkit.ir.ops import BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
+from kernelkit.ir.ops import BARRIER_OPS, BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 from kernelkit.passes.liveness import live_across_barriers
 from kernelkit.passes.split_barriers import ends_with_barrier, region_starts
@@ -139,7 +139,7 @@ class KernelVersion:
 
     def __init__(self, function):
         self.function = function
-        self.has_barrier = any(op.opcode == "barrier" for op in function.ops())
+        self.has_barrier = any(op.opcode in BARRIER_OPS for op in function.ops())
         self.plan = RegionPlan(function) if self.has_barrier else None
         self.storage: dict = {}
         self.slot_sets: list = []
@@ -441,6 +441,9 @@ class GroupFunctionBuilder(EntryPointBuilder):
         for param in start.params:
             if param in self.plan.uniform:
                 values[param] = prologue.load(self.current[param], typ=llvm_type(param.type))
+        for block in self.plan.blocks[start]:
+            if ends_with_barrier(block) and block.ops[-2] in self.next:
+                builder.store(ir.Constant(i1, 0), self.next[block.ops[-2]])  # no votes yet
         self.prefix_budget = PREFIX_BLOCKS
         self.walk(builder, start, start, values, [], (), frozenset())
 
@@ -490,6 +493,8 @@ class GroupFunctionBuilder(EntryPointBuilder):
         plan = self.plan
         if self.prefix_budget <= 0 or block in path or block in plan.cyclic[start]:
             return False
+        if ends_with_barrier(block) and block.ops[-2].opcode == "barrier_any":
+            return False  # each work-item votes
         terminator = block.ops[-1]
         ops = block.ops[:-2] if ends_with_barrier(block) else block.ops[:-1]
         if not all(plan.runs_once(op) for op in ops):
@@ -538,6 +543,15 @@ class GroupFunctionBuilder(EntryPointBuilder):
         if op.opcode == "private":
             storage = builder.gep(storage, [self.flat_item], source_etype=memory_type(op.type.dtype))
         return ArrayValue(storage, shape, strides, op.type)
+
+    def barrier_any(self, builder, op, condition):
+        """Each work-item ORs its vote into the group's `next` slot of the result (set to
+        false when the region starts); the regions after the barrier read it."""
+        if op in self.next:
+            slot = self.next[op]
+            vote = builder.or_(builder.load(slot, typ=i1), condition)
+            self.array_access(builder.store(vote, slot))
+        return None
 
     def kernel_return(self, builder):
         if self.has_barrier:

@@ -46,7 +46,7 @@ class CPUTarget(Target):
         return _target_machine(self.cpu, self.features, opt_level)
 
     def passes(self) -> tuple[str, ...]:
-        return ("guard-versioning", "loop-barriers", "split-barriers")
+        return ("guard-versioning", "masked-loops", "loop-barriers", "split-barriers")
 
     def triple(self) -> str:
         return llvm.get_process_triple()

@@ -117,6 +117,12 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         builder.call(function, [ir.Constant(i32, 0)])
         builder.branch(after)
 
+    def barrier_any(self, builder, op, condition):
+        name = "llvm.nvvm.barrier.cta.red.or.aligned.all"
+        function = self.module.globals.get(name) or \
+            ir.Function(self.module, ir.FunctionType(ir.IntType(1), [i32, ir.IntType(1)]), name)
+        return builder.call(function, [ir.Constant(i32, 0), condition])
+
     def kernel_return(self, builder):
         builder.ret_void()
 

@@ -104,6 +104,12 @@ class KernelEnvironment:
         """Emit a work-group barrier; execution continues at `after`."""
         raise NotImplementedError
 
+    def barrier_any(self, builder: ir.IRBuilder, op: Op, condition: ir.Value):
+        """A work-group barrier after which every work-item knows whether `condition`
+        held for any of them: the result (an i1), or None where the target gives it to
+        the code after the barrier another way."""
+        raise NotImplementedError
+
     def kernel_return(self, builder: ir.IRBuilder) -> None:
         raise NotImplementedError
 
@@ -234,11 +240,14 @@ class BodyLowering:
                 if param in self.phis:
                     self.define(builder, param, self.phis[param])
             ops = block.ops
-            if region_exit is not None and ends_with_barrier(block):
-                ops = ops[:-2]
+            leaves_region = region_exit is not None and ends_with_barrier(block)
+            if leaves_region:
+                barrier = block.ops[-2]
+                # A barrier_any has a part before the barrier: its work-item's vote.
+                ops = block.ops[:-2] + ([barrier] if barrier.opcode == "barrier_any" else [])
             for op in ops:
                 self.lower_op(builder, op)
-            if len(ops) != len(block.ops):
+            if leaves_region:
                 (successor,) = block.ops[-1].successors
                 region_exit(builder, successor, [self.use(builder, a) for a in successor.args])
 
@@ -317,6 +326,9 @@ class BodyLowering:
 
     def op_assume(self, builder, op: Op):
         """What a target checked before choosing this version of the kernel."""
+
+    def op_barrier_any(self, builder, op: Op):
+        return self.env.barrier_any(builder, op, self.use(builder, op.operands[0]))
 
     def op_barrier(self, builder, op: Op):
         after = self.llvm_function.append_basic_block("after_barrier")

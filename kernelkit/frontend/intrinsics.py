@@ -175,6 +175,14 @@ def barrier(tr, node):
     return PyConst(None)
 
 
+@handles(kk.synchronize_any)
+def barrier_any(tr, node):
+    """`kk.synchronize_any(condition)`: a work-group barrier that returns, on every
+    work-item, whether `condition` was true on any work-item of the group."""
+    args, _ = positional(tr, node, 1, 1, "kk.synchronize_any")
+    return tr.builder.op("barrier_any", [tr.truth(args[0], node)], T.bool_)
+
+
 # -- atomics ------------------------------------------------------------------------------
 
 def atomic_target(tr, args, node, name):

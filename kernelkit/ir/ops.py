@@ -120,6 +120,7 @@ OPCODES: dict[str, OpInfo] = {
     "localmem": _EFFECT,  # one allocation per work-group: never merged
     "private": _EFFECT,   # one allocation per work-item: never merged
     "barrier": _EFFECT,
+    "barrier_any": _EFFECT,  # a barrier that tells every work-item if any operand was true
     "print": _EFFECT,
     "call": _EFFECT,
     "intrinsic": _EFFECT,  # a plugin's marker (attrs['name']), rewritten by the plugin
@@ -130,6 +131,8 @@ OPCODES: dict[str, OpInfo] = {
     "cbr": _TERMINATOR,
     "ret": _TERMINATOR,
 }
+
+BARRIER_OPS = ("barrier", "barrier_any")
 
 # Loads have no side effects: an unused load can be dropped, but not merged with another.
 REMOVABLE_WHEN_UNUSED = {name for name, info in OPCODES.items() if info.pure} | {"load"}

@@ -61,6 +61,7 @@ atomic_xor = _kernel_only("atomic_xor")
 atomic_exchange = _kernel_only("atomic_exchange")
 atomic_cas = _kernel_only("atomic_cas")
 deferred = _kernel_only("deferred")
+synchronize_any = _kernel_only("synchronize_any")
 
 ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max",
            atomic_and_: "and", atomic_or_: "or", atomic_xor: "xor", atomic_exchange: "exchange"}

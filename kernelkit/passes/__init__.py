@@ -5,11 +5,12 @@ from .dce import DeadCode
 from .guard_versioning import GuardVersioning
 from .inline import Inline
 from .loop_barriers import LoopBarriers
+from .masked_loops import MaskedLoops
 from .pipeline import PASSES, Pipeline, run_passes
 from .simplify import Simplify
 from .split_barriers import SplitBarriers
 from .uniformity import CheckBarriers
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
-           "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "LoopBarriers",
+           "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "LoopBarriers", "MaskedLoops",
            "SplitBarriers"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Op, Successor
+from ..ir.ops import BARRIER_OPS, Op, Successor
 from .dominance import immediate_dominators
 from .uniformity import divergent_region, varying_values
 from .pipeline import register
@@ -134,7 +134,7 @@ def put_barriers_on_edges_into(function: Function, header: Block) -> None:
     """Every edge into `header` goes through a new block `barrier; br header(args)`."""
     for block in list(function.blocks):
         terminator = block.terminator
-        if terminator is None or (block.ops[-2:-1] and block.ops[-2].opcode == "barrier"
+        if terminator is None or (block.ops[-2:-1] and block.ops[-2].opcode in BARRIER_OPS
                                   and len(terminator.successors) == 1):
             continue
         for index, successor in enumerate(terminator.successors):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Op, Successor
+from ..ir.ops import BARRIER_OPS, Op, Successor
 from .pipeline import register
 
 
@@ -22,7 +22,7 @@ class SplitBarriers:
             while index < len(function.blocks):
                 block = function.blocks[index]
                 for position, op in enumerate(block.ops):
-                    if op.opcode == "barrier" and not _leads_to_region_start(function, block,
+                    if op.opcode in BARRIER_OPS and not _leads_to_region_start(function, block,
                                                                              position):
                         after = Block()
                         after.function = function
@@ -36,7 +36,7 @@ class SplitBarriers:
 
 
 def ends_with_barrier(block: Block) -> bool:
-    return len(block.ops) >= 2 and block.ops[-2].opcode == "barrier" \
+    return len(block.ops) >= 2 and block.ops[-2].opcode in BARRIER_OPS \
         and block.ops[-1].opcode == "br"
 
 

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 from ..errors import CompileError
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Value
+from ..ir.ops import BARRIER_OPS, Value
 from .dominance import immediate_dominators
 from .pipeline import register
 
 _ALWAYS_VARYING = {"local_id", "atomic", "atomic_cas", "private"}
+_ALWAYS_UNIFORM = {"barrier_any"}  # the same answer for every work-item of the group
 
 
 def varying_values(function: Function) -> set[Value]:
@@ -24,7 +25,7 @@ def varying_values(function: Function) -> set[Value]:
         changed = False
         for block in function.blocks:
             for op in block.ops:
-                if op in varying:
+                if op in varying or op.opcode in _ALWAYS_UNIFORM:
                     continue
                 if op.opcode in _ALWAYS_VARYING or any(v in varying for v in op.operands):
                     varying.add(op)
@@ -100,12 +101,12 @@ class CheckBarriers:
 
     def __call__(self, module: Module) -> None:
         for function in module.functions.values():
-            if not any(op.opcode == "barrier" for op in function.ops()):
+            if not any(op.opcode in BARRIER_OPS for op in function.ops()):
                 continue
             region = divergent_region(function, varying_values(function))
             for block in region:
                 for op in block.ops:
-                    if op.opcode == "barrier":
+                    if op.opcode in BARRIER_OPS:
                         raise divergent_barrier_error(module.kernel.name, op)
 
 

@@ -359,3 +359,59 @@ def test_private_array_keeps_its_values_across_a_barrier(backend):
     kk.synchronize(backend)
     neighbours = np.roll(x.reshape(groups, GROUP), -1, axis=1).ravel()
     np.testing.assert_array_equal(kk.to_numpy(y), 10 * x + 1000 * neighbours)
+
+
+# --- kk.synchronize_any: a barrier that is also a vote ------------------------------------
+
+
+@kk.kernel
+def any_negative_per_group(flags, x: kk.Const):
+    i = kk.index(kk.Global)
+    g = kk.index(kk.Group)
+    seen = kk.synchronize_any(x[i] < 0)
+    if kk.index(kk.Local) == 0:
+        flags[g] = 1 if seen else 0
+
+
+@kk.kernel
+def vote_in_a_loop(rounds, x: kk.Const):
+    i = kk.index(kk.Global)
+    value = x[i]
+    count = 0
+    while kk.synchronize_any(value > 1):
+        value = value // 2 if value > 1 else value
+        count += 1
+    rounds[i] = count
+
+
+def test_synchronize_any_tells_every_work_item_whether_any_condition_held(backend):
+    x = np.ones(64, np.float32)
+    x[[5, 40]] = -1
+    (flags, *_) = launch_vote(backend, any_negative_per_group, 16, 64,
+                              np.zeros(4, np.int64), x)
+    np.testing.assert_array_equal(flags, [1, 0, 1, 0])
+
+
+def test_synchronize_any_steering_a_loop_gives_each_group_its_longest_count(backend):
+    x = np.array([1, 2, 3, 64, 1, 1, 1, 1, 8, 1, 1, 1], np.int64)
+    (rounds, *_) = launch_vote(backend, vote_in_a_loop, 4, 12, np.zeros(12, np.int64), x)
+    np.testing.assert_array_equal(rounds, [6] * 4 + [0] * 4 + [3] * 4)
+
+
+def launch_vote(backend, kernel, group, ndrange, *args):
+    moved = [kk.to_backend(backend, a) for a in args]
+    kernel(backend, group)(*moved, ndrange=ndrange)
+    kk.synchronize(backend)
+    return [kk.to_numpy(m) for m in moved]
+
+
+def test_synchronize_any_reached_by_only_some_work_items_is_a_compile_error():
+    @kk.kernel
+    def divergent_vote(flags):
+        i = kk.index(kk.Global)
+        if i < 3:
+            flags[i] = kk.synchronize_any(i == 0)
+
+    with pytest.raises(kk.CompileError, match="reached by only some work-items"):
+        kk.code_ir(divergent_vote, kk.CPU(threads=1), np.zeros(8, np.int64), ndrange=8,
+                   workgroupsize=8)

@@ -377,3 +377,74 @@ def test_groups_where_some_items_fail_the_guard_run_the_kernel_as_written(backen
     (y, *_) = launch(backend, every_third_item, 8, 40, np.full(40, -1, np.float32), x, 12)
     expected = np.where(np.arange(40) % 3 != 0, x.sum() * np.arange(40), -1)
     np.testing.assert_array_equal(y, expected)
+
+
+# --- loops whose only per-item difference is their exit condition (kept together until
+# every work-item is done) -----------------------------------------------------------------
+
+
+@kk.kernel
+def grid_stride_sum(partial, x: kk.Const, n):
+    i = kk.index(kk.Global)
+    stride = kk.ndrange()[0]
+    acc = 0.0
+    for p in range(i, n, stride):
+        acc += x[p]
+    partial[i] = acc
+
+
+@kk.kernel
+def collatz_steps(steps, start: kk.Const):
+    i = kk.index(kk.Global)
+    value = start[i]
+    count = 0
+    while value != 1:
+        if value % 2 == 0:
+            value = value // 2
+        else:
+            value = 3 * value + 1
+        count += 1
+    steps[i] = count
+
+
+@kk.kernel
+def countdown_from_memory(out, limits: kk.Const):
+    i = kk.index(kk.Global)
+    k = 0
+    while k < limits[i]:
+        out[i, k] = k * 10 + i
+        k += 1
+
+
+@pytest.mark.parametrize("n, items, group", [(1000, 64, 16), (37, 64, 32), (5, 48, 16),
+                                             (4096, 256, 256)])
+def test_grid_stride_loops_match_numpy(backend, n, items, group):
+    x = (np.arange(n) % 11).astype(np.float32)
+    (partial, *_) = launch(backend, grid_stride_sum, group, items, np.zeros(items, np.float32),
+                           x, n)
+    expected = [x[i::items].sum() for i in range(items)]
+    np.testing.assert_array_equal(partial, expected)
+
+
+def test_while_loops_with_per_item_trip_counts_match_python(backend):
+    starts = np.arange(1, 41, dtype=np.int64)
+
+    def reference(value):
+        count = 0
+        while value != 1:
+            value = value // 2 if value % 2 == 0 else 3 * value + 1
+            count += 1
+        return count
+
+    (steps, *_) = launch(backend, collatz_steps, 8, 40, np.zeros(40, np.int64), starts)
+    np.testing.assert_array_equal(steps, [reference(v) for v in starts])
+
+
+def test_per_item_loops_store_only_their_own_iterations(backend):
+    limits = np.array([0, 3, 1, 5, 2, 0, 4], np.int64)
+    (out, *_) = launch(backend, countdown_from_memory, 4, 7, np.full((7, 5), -1, np.int64),
+                       limits)
+    expected = np.full((7, 5), -1)
+    for i, limit in enumerate(limits):
+        expected[i, :limit] = np.arange(limit) * 10 + i
+    np.testing.assert_array_equal(out, expected)

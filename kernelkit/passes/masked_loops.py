@@ -1,0 +1,91 @@
+"""Keeps every work-item of a group in a loop until all of them are done with it, when
+the loop's own exit condition is its only per-item difference (a grid-stride loop
+`for p in range(i, n, stride)`, a `while` on a per-item value). A work-item that would
+have left waits, its values unchanged, until a `barrier_any` says no work-item goes on;
+then all leave together. The loop is then one all work-items run alike, which
+loop-barriers can turn inside out on targets that run a group's work-items one after
+another. Results are unchanged: a waiting work-item does nothing.
+
+    H(x...): ...; cbr %c, ^body(a...), ^exit(b...)
+becomes
+    H(x..., %done): ...; %go = and(not %done, %c); %any = barrier_any %go; br ^H2
+    H2: cbr %any, ^guard, ^exit(b...)
+    guard: cbr %go, ^body(a...), H(x..., true)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import types as T
+from ..ir.function import Block, Function, Module
+from ..ir.ops import Op, Successor
+from .loop_barriers import natural_loops
+from .pipeline import register
+from .uniformity import divergent_region, varying_values
+
+
+@register
+@dataclass(frozen=True, slots=True)
+class MaskedLoops:
+    name = "masked-loops"
+
+    def __call__(self, module: Module) -> None:
+        for function in module.functions.values():
+            if function.is_kernel:
+                while (loop := next_loop_to_mask(function)) is not None:
+                    mask_loop(function, *loop)
+
+
+def next_loop_to_mask(function: Function):
+    """(header, inside successor index) of a loop whose header exits on a per-item
+    condition and that is otherwise reached alike by all work-items; None if none."""
+    varying = varying_values(function)
+    for header, body in natural_loops(function).items():
+        branch = header.terminator
+        if branch.opcode != "cbr" or branch.operands[0] not in varying:
+            continue
+        inside = [s.block in body for s in branch.successors]
+        if inside.count(True) != 1:
+            continue
+        if any(s not in body for block in body if block is not header
+               for s in block.successors):
+            continue  # another way out (break, return)
+        if any(not (op.is_pure or op.opcode == "load") for op in header.ops[:-1]):
+            continue  # the header runs again for waiting work-items
+        if header in divergent_region(function, varying - {branch.operands[0]}):
+            continue  # not every work-item reaches the loop
+        return header, inside.index(True)
+    return None
+
+
+def mask_loop(function: Function, header: Block, inside: int) -> None:
+    branch = header.ops.pop()
+    condition = branch.operands[0]
+    body, exit_ = branch.successors[inside], branch.successors[1 - inside]
+    loc = branch.loc
+
+    def op(opcode, operands, type=T.void, block=header, successors=None, attrs=None):
+        made = Op(opcode, operands, type, attrs, successors, loc=loc)
+        block.append(made)
+        return made
+
+    for block in function.blocks:
+        for successor in block.terminator.successors if block.terminator else ():
+            if successor.block is header:
+                false = Op("const", [], T.bool_, {"value": False}, loc=loc)
+                block.insert_before_terminator(false)
+                successor.args = [*successor.args, false]
+    params = list(header.params)
+    done = header.add_param(T.bool_, "done")
+    if inside == 1:
+        condition = op("not", [condition], T.bool_)
+    go = op("and", [op("not", [done], T.bool_), condition], T.bool_)
+    any_go = op("barrier_any", [go], T.bool_)
+    decide, guard = Block(), Block()
+    for new in (guard, decide):
+        new.function = function
+        function.blocks.insert(function.blocks.index(header) + 1, new)
+    op("br", [], successors=[Successor(decide)])
+    op("cbr", [any_go], block=decide, successors=[Successor(guard), exit_])
+    true = op("const", [], T.bool_, block=guard, attrs={"value": True})
+    op("cbr", [go], block=guard, successors=[body, Successor(header, [*params, true])])
