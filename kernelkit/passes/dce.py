@@ -1,13 +1,13 @@
-"""Removes operations whose results are unused and that have no side effects, and block
-parameters that nothing reads."""
+"""Removes what nothing needs: operations without side effects whose results no needed
+value uses, and block parameters no needed value reads, even when they feed each other
+around a loop (a counter nothing reads but its own increment)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..ir.function import Function, Module
-from ..ir.ops import REMOVABLE_WHEN_UNUSED
+from ..ir.ops import REMOVABLE_WHEN_UNUSED, BlockParam, Op
 from .pipeline import register
-from .uses import use_counts
 
 
 @register
@@ -17,37 +17,39 @@ class DeadCode:
 
     def __call__(self, module: Module) -> None:
         for function in module.functions.values():
-            while remove_dead_ops(function) | remove_dead_params(function):
-                pass
+            remove_dead_code(function)
 
 
-def remove_dead_ops(function: Function) -> bool:
-    counts = use_counts(function)
-    changed = False
+def remove_dead_code(function: Function) -> None:
+    incoming: dict = {}
     for block in function.blocks:
-        for op in reversed(list(block.ops)):
-            if op.opcode in REMOVABLE_WHEN_UNUSED and counts[op] == 0:
-                block.ops.remove(op)
-                for operand in op.all_operands():
-                    counts[operand] -= 1
-                changed = True
-    return changed
-
-
-def remove_dead_params(function: Function) -> bool:
-    """A parameter is dead when its only uses are the arguments that feed itself."""
-    counts = use_counts(function)
-    predecessors = function.predecessors()
-    changed = False
-    for block in function.blocks[1:]:
-        incoming = [s for p in predecessors[block] for s in p.terminator.successors
-                    if s.block is block]
-        self_uses = {param: sum(1 for s in incoming if s.args[i] is param)
-                     for i, param in enumerate(block.params)}
-        keep = [i for i, p in enumerate(block.params) if counts[p] > self_uses[p]]
+        for op in block.ops:
+            for successor in op.successors:
+                for param, arg in zip(successor.block.params, successor.args):
+                    incoming.setdefault(param, []).append(arg)
+    needed: set = set()
+    stack = [v for op in function.ops() if op.opcode not in REMOVABLE_WHEN_UNUSED
+             for v in op.operands]
+    stack.extend(op for op in function.ops() if op.opcode not in REMOVABLE_WHEN_UNUSED)
+    while stack:
+        value = stack.pop()
+        if value in needed:
+            continue
+        needed.add(value)
+        if isinstance(value, Op):
+            stack.extend(value.operands)
+        elif isinstance(value, BlockParam):
+            stack.extend(incoming.get(value, ()))
+    entry = function.entry
+    for block in function.blocks:
+        block.ops = [op for op in block.ops if op in needed]
+        if block is entry:
+            continue
+        keep = [i for i, param in enumerate(block.params) if param in needed]
         if len(keep) != len(block.params):
             block.params = [block.params[i] for i in keep]
-            for successor in incoming:
-                successor.args = [successor.args[i] for i in keep]
-            changed = True
-    return changed
+            for predecessor in function.blocks:
+                for op in predecessor.ops:
+                    for successor in op.successors:
+                        if successor.block is block:
+                            successor.args = [successor.args[i] for i in keep]

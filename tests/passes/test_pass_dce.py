@@ -99,3 +99,27 @@ def test_function_arguments_are_never_removed():
     builder.ret(function.params[1])
     assert without_dead_code(function).startswith(
         'func @f(unused, x) -> i32 file "" {\n^bb0(%0: f64, %1: i32):\n')
+
+
+def test_a_loop_counter_nothing_reads_but_its_own_increment_goes():
+    function = Function("spin", ["n"], return_type=T.int64)
+    builder = Builder(function)
+    entry = builder.new_block((T.int64,))
+    header, body, done = (builder.new_block((T.int64, T.int64)), builder.new_block(),
+                          builder.new_block())
+    (n,) = entry.params
+    builder.position_at_end(entry)
+    zero = builder.const(0, T.int64)
+    builder.br(header, [zero, zero])
+    builder.position_at_end(header)
+    count, unused = header.params
+    builder.cbr(builder.op("lt", [count, n], T.bool_), body, [], done, [])
+    builder.position_at_end(body)
+    one = builder.const(1, T.int64)
+    builder.br(header, [builder.op("add", [count, one], T.int64),
+                        builder.op("mul", [unused, one], T.int64)])   # feeds only itself
+    builder.position_at_end(done)
+    builder.ret(count)
+    text = without_dead_code(function)
+    assert "mul" not in text
+    assert "^bb1(%2: i64):" in text
