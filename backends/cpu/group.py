@@ -50,9 +50,20 @@ class RegionPlan:
         self.starts = region_starts(function)
         self.number = {block: index for index, block in enumerate(self.starts)}
         self.varying = varying_values(function)
-        self.recomputed = recomputable_values(function)
-        self.kept = {v for v in live_across_barriers(function)
-                     if v not in self.recomputed and _needs_slot(v, function)}
+        self.recomputed = recomputable_values(function, self.varying)
+        # What crosses a barrier is kept, or recomputed after it from what it is made of
+        # (which then crosses in its place).
+        self.kept = set()
+        crossing, seen = list(live_across_barriers(function)), set()
+        while crossing:
+            value = crossing.pop()
+            if value in seen:
+                continue
+            seen.add(value)
+            if value in self.recomputed:
+                crossing.extend(value.operands)
+            elif _needs_slot(value, function):
+                self.kept.add(value)
         self.uniform = {v for v in self.kept if v not in self.varying}
         self.blocks = {start: region_blocks(start) for start in self.starts}
         self.cyclic = {start: cyclic_blocks(blocks) for start, blocks in self.blocks.items()}
@@ -108,8 +119,13 @@ def cyclic_blocks(blocks: list) -> set:
     return cyclic
 
 
-def recomputable_values(function) -> set:
-    """Pure cheap operations computed from kernel arguments, constants and geometry only."""
+def recomputable_values(function, varying: set) -> set:
+    """Pure cheap operations computed from kernel arguments, constants, geometry and
+    uniform values (one scalar each to keep, where a varying result would need a slot per
+    work-item, and where an index computed again stays visibly affine in the work-item,
+    so its loads stay contiguous). Computing one again after a barrier gives its value:
+    what it is made of is read as it was when it was computed, since an SSA value's
+    definition comes before every use of it."""
     params = set(function.params)
     result: set = set()
     changed = True
@@ -117,7 +133,7 @@ def recomputable_values(function) -> set:
         changed = False
         for op in function.ops():
             if op not in result and op.opcode in _RECOMPUTED and \
-                    all(v in params or v in result for v in op.operands):
+                    all(v in params or v in result or v not in varying for v in op.operands):
                 result.add(op)
                 changed = True
     return result

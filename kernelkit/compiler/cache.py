@@ -1,8 +1,8 @@
 """The disk cache of compiled kernels: a second process launching a kernel that an
 earlier one compiled loads its artifact instead of compiling it again.
 
-An entry's key is a digest of everything that changes the artifact: kernelkit's and
-LLVM's versions, the kernel's typed IR text (every device function it calls is inlined
+An entry's key is a digest of everything that changes the artifact: kernelkit's version
+and its compiler's own source code, LLVM's version, the kernel's typed IR text (every device function it calls is inlined
 into it, so a changed callee in any file or a changed captured constant changes the
 text), the job's source identity and config, and the keys of the plugins that ran.
 
@@ -14,7 +14,9 @@ check out is reported once as a warning, rebuilt and replaced. A directory that 
 be written makes the cache memory-only, with one warning."""
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -53,13 +55,31 @@ def cache_directory() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelkit"
 
 
+@functools.lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A digest of the compiler's own code (kernelkit's and its backends' sources): a
+    changed code generator must not find the artifacts of the old one, even under the
+    same version number."""
+    digest = hashlib.sha256()
+    for package in ("kernelkit", "backends"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for root in spec.submodule_search_locations:
+            for path in sorted(Path(root).rglob("*.py")):
+                digest.update(str(path.relative_to(root)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def cache_key(ir_text: str, job, plugin_keys: tuple = ()) -> str:
     from llvmlite import __version__ as llvmlite_version
     from llvmlite import binding as llvm
 
     from .. import __version__
     source = job.source
-    identity = repr((__version__, llvmlite_version, tuple(llvm.llvm_version_info),
+    identity = repr((__version__, compiler_fingerprint(), llvmlite_version,
+                     tuple(llvm.llvm_version_info),
                      source.qualname, source.module, source.source_hash, source.argtypes,
                      source.constants, job.config, plugin_keys))
     digest = hashlib.sha256(identity.encode())

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..ir import types as T
 from ..ir.function import Block, Function, Module
 from ..ir.ops import Op, Successor
+from .dce import remove_dead_code
 from .loop_barriers import natural_loops
 from .pipeline import register
 from .uniformity import divergent_region, varying_values
@@ -88,4 +89,89 @@ def mask_loop(function: Function, header: Block, inside: int) -> None:
     op("br", [], successors=[Successor(decide)])
     op("cbr", [any_go], block=decide, successors=[Successor(guard), exit_])
     true = op("const", [], T.bool_, block=guard, attrs={"value": True})
-    op("cbr", [go], block=guard, successors=[body, Successor(header, [*params, true])])
+    skip = Successor(header, [*params, true])
+    op("cbr", [go], block=guard, successors=[body, skip])
+    count_iterations(function, header, guard, skip, params)
+
+
+def count_iterations(function: Function, header: Block, guard: Block, skip: Successor,
+                     params: list) -> None:
+    """Counters `p` that start at `s` and step by a uniform `d` (`for p in range(i, n,
+    stride)`) are recomputed from one counter `q` of iterations that all work-items share:
+    p = s + q * d. Neighbouring work-items' `p` then differ by their starts alone (their
+    accesses `x[p]` are neighbours in memory), and waiting work-items need no `p` of
+    their own. A counter that the code after the loop reads (or a value made from it) is
+    left as it is: for a waiting work-item it would have moved on."""
+    body = natural_loops(function)[header]
+    varying = varying_values(function)
+    edges = [(block, successor) for block in function.blocks if block.terminator
+             for successor in block.terminator.successors if successor.block is header]
+    for index, p in enumerate(params):
+        starts, steps = set(), set()
+        for block, successor in edges:
+            arg = successor.args[index]
+            if successor is skip:
+                continue
+            if block not in body:
+                starts.add(arg)
+            elif isinstance(arg, Op) and arg.opcode == "add" and arg.operands[0] is p and \
+                    arg.operands[1] not in varying:
+                steps.add(arg.operands[1])
+            else:
+                steps.add(None)
+        if len(starts) != 1 or len(steps) != 1 or None in steps or \
+                any(_used_outside(v, body) for v in _derived_from(p, body)):
+            continue
+        (start,), (step,) = starts, steps
+        _recompute_from_iterations(function, header, guard, body, edges, skip, p, start,
+                                   step)
+        return  # one shared counter per loop is enough
+
+
+def _derived_from(value, body) -> set:
+    """`value` and every value the loop computes from it."""
+    derived, changed = {value}, True
+    while changed:
+        changed = False
+        for block in body:
+            for op in block.ops:
+                if op not in derived and any(v in derived for v in op.operands):
+                    derived.add(op)
+                    changed = True
+    return derived
+
+
+def _used_outside(value, body) -> bool:
+    function = next(iter(body)).function
+    for block in function.blocks:
+        for op in block.ops:
+            uses = list(op.operands) + [a for s in op.successors for a in s.args]
+            if value in uses and block not in body:
+                return True
+            if block in body and op.is_terminator and any(
+                    value in s.args for s in op.successors if s.block not in body):
+                return True
+    return False
+
+
+def _recompute_from_iterations(function, header, guard, body, edges, skip, p, start, step):
+    loc = guard.terminator.loc
+    iteration = header.add_param(p.type, "iteration")
+    one = guard.insert_before_terminator(Op("const", [], p.type, {"value": 1}, loc=loc))
+    following = guard.insert_before_terminator(Op("add", [iteration, one], p.type, loc=loc))
+    for block, successor in edges:
+        if successor is skip or block in body:
+            successor.args = [*successor.args, following]
+        else:
+            zero = block.insert_before_terminator(Op("const", [], p.type, {"value": 0},
+                                                     loc=loc))
+            successor.args = [*successor.args, zero]
+    offset = Op("mul", [iteration, step], p.type, loc=loc)
+    current = Op("add", [start, offset], p.type, loc=loc)
+    for position, made in enumerate((offset, current)):
+        made.block = header
+        header.ops.insert(position, made)
+    for op in function.ops():
+        if op is not current:
+            op.map_operands({p: current})
+    remove_dead_code(function)  # the counter `p` itself, now that nothing reads it

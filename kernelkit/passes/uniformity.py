@@ -20,6 +20,11 @@ def varying_values(function: Function) -> set[Value]:
     """A conservative set: everything not shown to be uniform."""
     varying: set[Value] = set()
     divergent_blocks = set()
+    incoming: dict = {}
+    for block in function.blocks:
+        for successor in block.terminator.successors if block.terminator else ():
+            for param, arg in zip(successor.block.params, successor.args):
+                incoming.setdefault(param, []).append((block, arg))
     changed = True
     while changed:
         changed = False
@@ -30,17 +35,27 @@ def varying_values(function: Function) -> set[Value]:
                 if op.opcode in _ALWAYS_VARYING or any(v in varying for v in op.operands):
                     varying.add(op)
                     changed = True
-            terminator = block.terminator
-            for successor in terminator.successors:
-                for param, arg in zip(successor.block.params, successor.args):
-                    if param not in varying and (arg in varying or block in divergent_blocks):
-                        varying.add(param)
-                        changed = True
+        for param, edges in incoming.items():
+            if param in varying:
+                continue
+            # Work-items that reach a block by paths a per-item branch chose between hold
+            # different values, unless every such path passes the same uniform value.
+            # (Edges no per-item branch chose are taken by all work-items at once.)
+            chosen = {arg for block, arg in edges
+                      if block in divergent_blocks or _branches_on(block, varying)}
+            if any(arg in varying for _, arg in edges) or len(chosen) > 1:
+                varying.add(param)
+                changed = True
         new_divergent = divergent_region(function, varying)
         if new_divergent != divergent_blocks:
             divergent_blocks = new_divergent
             changed = True
     return varying
+
+
+def _branches_on(block: Block, varying: set) -> bool:
+    terminator = block.terminator
+    return terminator.opcode == "cbr" and terminator.operands[0] in varying
 
 
 def post_dominators(function: Function) -> dict[Block, Block | None]:

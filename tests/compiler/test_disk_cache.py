@@ -183,3 +183,18 @@ def test_decoding_rejects_anything_but_a_whole_entry(damage):
     broken = data[:-1] + bytes([data[-1] ^ 1]) if damage is None else damage
     assert decode(broken) is None
 
+
+
+def test_a_changed_compiler_gives_new_keys(monkeypatch):
+    from kernelkit.compiler import cache
+    backend = kk.CPU(threads=1)
+
+    def add_one(a):
+        i = kk.index(kk.Global)
+        a[i] += 1
+
+    job = backend.compiler_job(add_one, (kk.ir.types.ArrayType(kk.ir.types.int64, 1, "C"),),
+                               workgroupsize=(4,))
+    before = cache.cache_key("ir text", job)
+    monkeypatch.setattr(cache, "compiler_fingerprint", lambda: "another code generator")
+    assert cache.cache_key("ir text", job) != before
