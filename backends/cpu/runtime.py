@@ -34,7 +34,7 @@ _INLINE_ITEMS = 1 << 14          # a first launch this small runs on the calling
 _INLINE_SECONDS = 200e-6
 """A launch whose kernel is estimated (from its earlier launches) to take less than this on
 one thread runs on the calling thread: handing it to other threads costs about as much."""
-_CHUNKS_PER_THREAD = 4
+_SMALLEST_CHUNKS = 32   # per thread: the last chunks of a launch are this small
 # What a failed bounds check leaves: flag, location id, axis, ndim, index per axis,
 # extent per axis (NumPy arrays have at most 64 axes).
 ERROR_RECORD_FIELDS = 4 + 2 * 64
@@ -268,7 +268,7 @@ class _Stream:
         if (inline or self.threads == 1) and not self.queue:
             self.run_inline(launch)
             return
-        launch.chunk = max(1, launch.groups // (self.threads * _CHUNKS_PER_THREAD))
+        launch.chunk = max(1, launch.groups // (self.threads * _SMALLEST_CHUNKS))
         with self.condition:
             self.queue.append(launch)
             if not self.workers and self.threads > 1:
@@ -320,7 +320,10 @@ class _Stream:
         if launch is None or self.next_group >= launch.groups or launch.failed():
             return False
         first = self.next_group
-        end = min(first + launch.chunk, launch.groups)
+        # Guided: a share of what is left, so that the first chunks are large (few
+        # hand-offs) and the last ones small (the threads finish together).
+        share = (launch.groups - first) // (2 * self.threads)
+        end = min(first + max(launch.chunk, share), launch.groups)
         self.next_group = end
         self.running += 1
         self.condition.release()
