@@ -9,8 +9,11 @@ result is reported as WRONG, never timed as if it were right), then time `repeat
 with `time.perf_counter`; a kernelkit run ends with `kk.synchronize(backend)`, so the time
 covers the work, not only the asynchronous launch. Kernel cases alternate kernelkit and
 its peers for a few rounds and pool the samples (a shared machine's load bursts then hit
-both sides alike). The table shows the best run; --json also records the median. Process cases (cold compile, import) run a fresh interpreter
-per sample and report the time measured inside it, so interpreter start-up is not counted.
+both sides alike). The table, the ratios and the targets use the median of the samples:
+on a shared machine the best of 30 runs of a memory-bound kernel swings by a third from
+one run of the suite to the next, the median by a few percent; --json also records the
+best. Process cases (cold compile, import) run a fresh interpreter per sample and report
+the time measured inside it, so interpreter start-up is not counted.
 
 The peers are per backend kind (`peers.PEERS`): numpy and numba on the CPU. A backend
 kind without peers (cuda, until CuPy and PyTorch columns are added there) is timed alone.
@@ -97,7 +100,7 @@ class Context:
 
 @dataclass(frozen=True, slots=True)
 class RatioTarget:
-    """kernelkit's best time may be at most `limit` times the primary peer's."""
+    """kernelkit's median time may be at most `limit` times the primary peer's."""
 
     limit: float
 
@@ -108,12 +111,12 @@ class RatioTarget:
         peer = measurement.peers.get(primary) if primary else None
         if measurement.kernelkit is None or peer is None:
             return "n/a"
-        return "PASS" if measurement.kernelkit.best <= self.limit * peer.best else "FAIL"
+        return "PASS" if measurement.kernelkit.median <= self.limit * peer.median else "FAIL"
 
 
 @dataclass(frozen=True, slots=True)
 class AbsoluteTarget:
-    """kernelkit's best time may be at most `limit` seconds."""
+    """kernelkit's median time may be at most `limit` seconds."""
 
     limit: float
     unit: str
@@ -124,7 +127,7 @@ class AbsoluteTarget:
     def verdict(self, measurement: Measurement, primary: str | None) -> str:
         if measurement.kernelkit is None:
             return "n/a"
-        return "PASS" if measurement.kernelkit.best <= self.limit else "FAIL"
+        return "PASS" if measurement.kernelkit.median <= self.limit else "FAIL"
 
 
 # ---------------------------------------------------------------------------------------
@@ -527,7 +530,7 @@ def result_rows(results: list[tuple[Case, Measurement]], peer_names: list[str],
         ratios = {}
         for name in peer_names:
             peer = measurement.peers.get(name)
-            ratios[name] = (kernelkit.best / peer.best
+            ratios[name] = (kernelkit.median / peer.median
                             if kernelkit is not None and peer is not None else None)
         rows.append({
             "case": case.name,
@@ -550,7 +553,7 @@ def print_table(rows: list[dict], peer_names: list[str], primary: str | None) ->
     lines = [header]
     for row in rows:
         def cell(timing: dict | None) -> str:
-            return "n/a" if timing is None else format_time(timing["best"], row["unit"])
+            return "n/a" if timing is None else format_time(timing["median"], row["unit"])
         ratios = [format_ratio(row["ratios"][name]) for name in ratio_names]
         kernelkit = "error" if row["error"] else cell(row["kernelkit"])
         lines.append([row["case"], row["size"], kernelkit]
@@ -629,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = result_rows(results, peer_names, primary)
     print(f"\nkernelkit benchmarks, backend {args.backend}"
-          f"{' (quick sizes)' if args.quick else ''}; best of several runs\n")
+          f"{' (quick sizes)' if args.quick else ''}; medians of the pooled runs\n")
     print_table(rows, peer_names, primary)
     if args.json:
         report = {"backend": args.backend, "quick": args.quick, "primary_peer": primary,

@@ -35,6 +35,9 @@ _INLINE_SECONDS = 200e-6
 """A launch whose kernel is estimated (from its earlier launches) to take less than this on
 one thread runs on the calling thread: handing it to other threads costs about as much."""
 _SMALLEST_CHUNKS = 32   # per thread: the last chunks of a launch are this small
+_SPIN_CYCLES = 200_000  # about 0.1 ms: how long an idle worker watches for new work
+_SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                                  ctypes.c_int64)
 # What a failed bounds check leaves: flag, location id, axis, ndim, index per axis,
 # extent per axis (NumPy arrays have at most 64 axes).
 ERROR_RECORD_FIELDS = 4 + 2 * 64
@@ -263,6 +266,9 @@ class _Stream:
         self.error: BaseException | None = None
         self.printed = False
         self.workers: list[threading.Thread] = []
+        # Bumped at every submission; an idle worker watches it for a while before it
+        # goes to sleep (see `work`).
+        self.submissions = np.zeros(1, np.int64)
 
     def submit(self, launch: _Launch, inline: bool) -> None:
         if (inline or self.threads == 1) and not self.queue:
@@ -271,6 +277,7 @@ class _Stream:
         launch.chunk = max(1, launch.groups // (self.threads * _SMALLEST_CHUNKS))
         with self.condition:
             self.queue.append(launch)
+            self.submissions[0] += 1
             if not self.workers and self.threads > 1:
                 self.start()
             self.condition.notify_all()
@@ -307,9 +314,23 @@ class _Stream:
             self.workers.append(worker)
 
     def work(self) -> None:
+        """Run chunks; when there are none, watch for the next submission for about
+        `_SPIN_CYCLES` in native code (without the GIL, without sleeping: launches that
+        follow each other start on every thread at once), then sleep until notified."""
+        from .target import spin_while_equal_address
+        spin = _SPIN_FUNCTION(spin_while_equal_address())
+        word = self.submissions.ctypes.data
         with self.condition:
             while True:
-                if not self.run_a_chunk():
+                if self.run_a_chunk():
+                    continue
+                seen = int(self.submissions[0])
+                self.condition.release()
+                try:
+                    spin(word, seen, _SPIN_CYCLES)
+                finally:
+                    self.condition.acquire()
+                if int(self.submissions[0]) == seen:
                     self.condition.wait()
 
     def run_a_chunk(self) -> bool:

@@ -114,5 +114,44 @@ class _Loader:
 
 _loader = _Loader()
 
+_SPIN = """
+declare i64 @llvm.readcyclecounter()
+{pause_declaration}
+define i64 @kernelkit_spin_while_equal(ptr %word, i64 %value, i64 %cycles) nounwind {{
+entry:
+  %start = call i64 @llvm.readcyclecounter()
+  br label %loop
+loop:
+  %seen = load atomic i64, ptr %word acquire, align 8
+  %changed = icmp ne i64 %seen, %value
+  br i1 %changed, label %done, label %wait
+wait:
+  {pause_call}
+  %now = call i64 @llvm.readcyclecounter()
+  %spent = sub i64 %now, %start
+  %over = icmp uge i64 %spent, %cycles
+  br i1 %over, label %done, label %loop
+done:
+  ret i64 %seen
+}}
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def spin_while_equal_address() -> int:
+    """The address of `i64 spin(ptr word, i64 value, i64 cycles)`: native code that
+    watches `*word` until it differs from `value` or about `cycles` CPU cycles have
+    passed, and returns what it saw. Called through ctypes, it waits without the GIL and
+    without going to sleep, so a worker thread picks up the next launch at once."""
+    x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
+    text = _SPIN.format(
+        pause_declaration="declare void @llvm.x86.sse2.pause()" if x86 else "",
+        pause_call="call void @llvm.x86.sse2.pause()" if x86 else "")
+    target = CPUTarget.host()
+    module = llvm.parse_assembly(text)
+    module.triple = target.triple()
+    module.verify()
+    return _loader.load(target.machine().emit_object(module), "kernelkit_spin_while_equal")
+
 
 __all__ = ["CPUTarget"]
