@@ -161,3 +161,13 @@ def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
     launcher(a, ndrange=BIG)               # estimated at 200 s: threads
     kk.synchronize(backend)
     assert inline == [BIG // 1000]
+
+
+def test_the_native_spin_wait_sees_a_new_submission_or_gives_up():
+    import ctypes
+    from backends.cpu.target import spin_while_equal_address
+    spin = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                            ctypes.c_int64)(spin_while_equal_address())
+    word = np.array([7], np.int64)
+    assert spin(word.ctypes.data, 6, 10**12) == 7       # already different: at once
+    assert spin(word.ctypes.data, 7, 1000) == 7         # unchanged: gives up after ~1000 cycles
