@@ -43,6 +43,8 @@ def verify_function(function: Function, module: Module | None = None) -> None:
                                     f"({', '.join(a.type.name for a in successor.args)}) to a block "
                                     f"expecting ({', '.join(p.type.name for p in successor.block.params)})")
             problems.extend(f"{where}: {p}" for p in _check_types(op, function, module))
+    if not problems:
+        problems.extend(_check_dominance(function))
     if problems:
         from .printer import print_function
         raise IRVerificationError("invalid IR:\n  " + "\n  ".join(problems)
@@ -74,3 +76,44 @@ def _check_types(op: Op, function: Function, module: Module | None) -> list[str]
         if op.operands[1].type != op.operands[2].type or not isinstance(op.type, ScalarType):
             return ["select of different types"]
     return []
+
+
+def _check_dominance(function: Function) -> list[str]:
+    """Every use of a value is dominated by its definition: an earlier operation of the
+    same block, a parameter of a dominating block, or an operation in one."""
+    from ..passes.dominance import immediate_dominators
+    order = function.reachable_blocks()
+    if not order:
+        return []
+    idom = immediate_dominators(order, function.predecessors())
+    position = {}
+    home = {}
+    for block in function.blocks:
+        for param in block.params:
+            home[param], position[param] = block, -1
+        for index, op in enumerate(block.ops):
+            home[op], position[op] = block, index
+
+    def dominates(a, b) -> bool:
+        while b is not a:
+            if b not in idom or idom[b] is b:
+                return False
+            b = idom[b]
+        return True
+
+    problems = []
+    names = {b: f"^bb{i}" for i, b in enumerate(function.blocks)}
+    for block in order:
+        for index, op in enumerate(block.ops):
+            for operand in op.all_operands():
+                where = home.get(operand)
+                if where is None:
+                    continue
+                if where is block:
+                    if position[operand] >= index:
+                        problems.append(f"{names[block]}: {op.opcode} uses a value defined "
+                                        "later in its block")
+                elif not dominates(where, block):
+                    problems.append(f"{names[block]}: {op.opcode} uses a value from "
+                                    f"{names[where]}, which does not dominate it")
+    return problems

@@ -115,7 +115,7 @@ def count_iterations(function: Function, header: Block, guard: Block, skip: Succ
             if block not in body:
                 starts.add(arg)
             elif isinstance(arg, Op) and arg.opcode == "add" and arg.operands[0] is p and \
-                    arg.operands[1] not in varying:
+                    arg.operands[1] not in varying and not _made_in(arg.operands[1], body):
                 steps.add(arg.operands[1])
             else:
                 steps.add(None)
@@ -126,6 +126,11 @@ def count_iterations(function: Function, header: Block, guard: Block, skip: Succ
         _recompute_from_iterations(function, header, guard, body, edges, skip, p, start,
                                    step)
         return  # one shared counter per loop is enough
+
+
+def _made_in(value, body) -> bool:
+    """Whether the loop defines `value` (the header could not use it)."""
+    return getattr(value, "block", None) in body
 
 
 def _derived_from(value, body) -> set:

@@ -5,7 +5,7 @@ from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.function import Block, Function
 from kernelkit.ir.ops import Op
-from kernelkit.ir.verifier import IRVerificationError, verify_function
+from kernelkit.ir.verifier import IRVerificationError, verify_function, verify_module
 
 
 def new_function(param_types=(T.int32,), return_type=T.int32):
@@ -110,3 +110,31 @@ def test_conditional_branch_on_a_non_bool_is_rejected():
     builder.ret(function.params[0])
     with pytest.raises(IRVerificationError, match="cbr on a i32"):
         verify_function(function)
+
+
+def test_a_use_its_definition_does_not_dominate_is_reported():
+    from kernelkit.ir.parser import parse_module
+    text = ('func @f(c) -> i64 file "" {\n'
+            "^bb0(%0: bool):\n"
+            "  cbr %0, ^bb1(), ^bb2()\n"
+            "^bb1():\n"
+            "  %1 = const 1 : i64\n"
+            "  br ^bb2()\n"
+            "^bb2():\n"
+            "  ret %1\n"
+            "}\n")
+    with pytest.raises(IRVerificationError, match=r"\^bb2: ret uses a value from \^bb1, "
+                                                  "which does not dominate it"):
+        verify_module(parse_module(text))
+
+
+def test_a_use_before_its_definition_in_a_block_is_reported():
+    from kernelkit.ir.parser import parse_module
+    text = ('func @g() -> i64 file "" {\n'
+            "^bb0():\n"
+            "  %1 = add %2, %2 : i64\n"
+            "  %2 = const 1 : i64\n"
+            "  ret %1\n"
+            "}\n")
+    with pytest.raises(IRVerificationError, match="uses a value defined later in its block"):
+        verify_module(parse_module(text))

@@ -448,3 +448,20 @@ def test_per_item_loops_store_only_their_own_iterations(backend):
     for i, limit in enumerate(limits):
         expected[i, :limit] = np.arange(limit) * 10 + i
     np.testing.assert_array_equal(out, expected)
+
+
+@kk.kernel
+def step_read_in_the_loop(out, steps: kk.Const, n):
+    i = kk.index(kk.Global)
+    p = i
+    total = 0
+    while p < n:
+        total += p
+        p += steps[0]
+    out[i] = total
+
+
+def test_a_per_item_loop_whose_step_is_read_inside_it(backend):
+    (out, *_) = launch(backend, step_read_in_the_loop, 8, 16, np.zeros(16, np.int64),
+                       np.array([16], np.int64), 100)
+    np.testing.assert_array_equal(out, [sum(range(i, 100, 16)) for i in range(16)])
