@@ -394,20 +394,6 @@ def grid_stride_sum(partial, x: kk.Const, n):
 
 
 @kk.kernel
-def collatz_steps(steps, start: kk.Const):
-    i = kk.index(kk.Global)
-    value = start[i]
-    count = 0
-    while value != 1:
-        if value % 2 == 0:
-            value = value // 2
-        else:
-            value = 3 * value + 1
-        count += 1
-    steps[i] = count
-
-
-@kk.kernel
 def countdown_from_memory(out, limits: kk.Const):
     i = kk.index(kk.Global)
     k = 0
@@ -424,20 +410,6 @@ def test_grid_stride_loops_match_numpy(backend, n, items, group):
                            x, n)
     expected = [x[i::items].sum() for i in range(items)]
     np.testing.assert_array_equal(partial, expected)
-
-
-def test_while_loops_with_per_item_trip_counts_match_python(backend):
-    starts = np.arange(1, 41, dtype=np.int64)
-
-    def reference(value):
-        count = 0
-        while value != 1:
-            value = value // 2 if value % 2 == 0 else 3 * value + 1
-            count += 1
-        return count
-
-    (steps, *_) = launch(backend, collatz_steps, 8, 40, np.zeros(40, np.int64), starts)
-    np.testing.assert_array_equal(steps, [reference(v) for v in starts])
 
 
 def test_per_item_loops_store_only_their_own_iterations(backend):
