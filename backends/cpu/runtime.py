@@ -25,7 +25,7 @@ from kernelkit.backend import Backend
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
 from kernelkit.ir import types as T
-from kernelkit.runtime.arguments import (ArgumentLayout, numpy_argument_key,
+from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, numpy_argument_key,
                                          numpy_argument_type)
 from kernelkit.runtime.geometry import default_workgroupsize
 
@@ -199,8 +199,7 @@ def _packer(type: T.IRType):
             if any(s % itemsize for s in strides):
                 raise LaunchError(f"an array with strides {strides} (not multiples of the item "
                                   f"size {itemsize}) cannot be passed to a kernel")
-            return (array.__array_interface__["data"][0], *array.shape,
-                    *(s // itemsize for s in strides))
+            return (data_pointer(array), *array.shape, *(s // itemsize for s in strides))
         return pack
     if type.is_bool:
         return lambda value: (bool(value),)

