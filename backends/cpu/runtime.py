@@ -268,6 +268,15 @@ class _Stream:
         # Bumped at every submission; an idle worker watches it for a while before it
         # goes to sleep (see `work`).
         self.submissions = np.zeros(1, np.int64)
+        self.retired = np.zeros(1, np.int64)     # bumped when a launch is done
+        self._spin = None
+
+    def spin(self):
+        """The native spin wait (see `work`), set up on first use."""
+        if self._spin is None:
+            from .target import spin_while_equal_address
+            self._spin = _SPIN_FUNCTION(spin_while_equal_address())
+        return self._spin
 
     def submit(self, launch: _Launch, inline: bool) -> None:
         if (inline or self.threads == 1) and not self.queue:
@@ -299,7 +308,17 @@ class _Stream:
         (it is awake, the workers may still be waking up)."""
         with self.condition:
             while self.queue:
-                if not self.run_a_chunk():
+                if self.run_a_chunk():
+                    continue
+                # Another thread runs the last chunk: watch for it to retire the launch
+                # (as idle workers watch for submissions) before sleeping.
+                seen = int(self.retired[0])
+                self.condition.release()
+                try:
+                    self.spin()(self.retired.ctypes.data, seen, _SPIN_CYCLES)
+                finally:
+                    self.condition.acquire()
+                if self.queue and int(self.retired[0]) == seen:
                     self.condition.wait()
             error, self.error = self.error, None
         if error is not None:
@@ -316,8 +335,7 @@ class _Stream:
         """Run chunks; when there are none, watch for the next submission for about
         `_SPIN_CYCLES` in native code (without the GIL, without sleeping: launches that
         follow each other start on every thread at once), then sleep until notified."""
-        from .target import spin_while_equal_address
-        spin = _SPIN_FUNCTION(spin_while_equal_address())
+        spin = self.spin()
         word = self.submissions.ctypes.data
         with self.condition:
             while True:
@@ -361,6 +379,7 @@ class _Stream:
                 self.error = launch.exception
             self.queue.popleft()
             self.next_group = 0
+            self.retired[0] += 1
             self.condition.notify_all()
         return True
 
