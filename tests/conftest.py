@@ -3,7 +3,8 @@
 A backend that cannot run here still takes part where it can compile: without a GPU,
 the CUDA backend is `CUDABackend.compile_only("sm_80", "sm_90")`, so every kernel a test
 launches is compiled to PTX and to a cubin for both architectures, and the test is then
-skipped at its first launch (nothing ran, so nothing can be checked)."""
+skipped at its first launch (nothing ran, so nothing can be checked). With a GPU, the
+tests run on it, and once more compile-only for whichever of the two it is not."""
 import atexit
 import os
 import shutil
@@ -31,6 +32,14 @@ def _compile_only_stand_in(name):
     return backend_class("cuda").compile_only(*COMPILE_ONLY_ARCHS)
 
 
+def _other_compile_only_archs():
+    """Where a GPU runs the CUDA tests, the architectures of COMPILE_ONLY_ARCHS it is not:
+    the kernels are compiled for those too, as they are on a machine without a GPU."""
+    from kernelkit.backend import make_backend
+    arch = make_backend("cuda").arch
+    return tuple(a for a in COMPILE_ONLY_ARCHS if a != arch)
+
+
 def _available_backends():
     params = []
     for name in kk.backend_names():
@@ -39,6 +48,8 @@ def _available_backends():
         if reason and _compile_only_stand_in(name) is None:
             marks = [pytest.mark.skip(reason=reason)]
         params.append(pytest.param(name, id=name, marks=marks))
+        if name == "cuda" and not reason and _other_compile_only_archs():
+            params.append(pytest.param("cuda-compile-only", id="cuda-compile-only"))
     return params
 
 
@@ -46,6 +57,9 @@ def _available_backends():
 def backend(request):
     """A backend instance; the test runs once for each installed backend."""
     name = request.param
+    if name == "cuda-compile-only":
+        from kernelkit.backend import backend_class
+        return backend_class("cuda").compile_only(*_other_compile_only_archs())
     if kk.backend_unavailable_reason(name):
         return _compile_only_stand_in(name)
     return kk.make_backend(name)

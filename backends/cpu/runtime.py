@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import linecache
 import os
 import threading
 import time
@@ -26,7 +25,8 @@ from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
 from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, numpy_argument_key,
-                                         numpy_argument_type)
+                                         numpy_argument_type, scalar_packer)
+from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
@@ -38,9 +38,6 @@ _SMALLEST_CHUNKS = 32   # per thread: the last chunks of a launch are this small
 _SPIN_CYCLES = 200_000  # about 0.1 ms: how long an idle worker watches for new work
 _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                   ctypes.c_int64)
-# What a failed bounds check leaves: flag, location id, axis, ndim, index per axis,
-# extent per axis (NumPy arrays have at most 64 axes).
-ERROR_RECORD_FIELDS = 4 + 2 * 64
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 
 
@@ -201,11 +198,7 @@ def _packer(type: T.IRType):
                                   f"size {itemsize}) cannot be passed to a kernel")
             return (data_pointer(array), *array.shape, *(s // itemsize for s in strides))
         return pack
-    if type.is_bool:
-        return lambda value: (bool(value),)
-    if type.is_float:
-        return lambda value: (float(value),)
-    return lambda value: (int(value),)
+    return scalar_packer(type)
 
 
 
@@ -232,19 +225,7 @@ class _Launch:
         return self.error_record is not None and self.error_record[0] != 0
 
     def error(self) -> IndexError:
-        _, location, axis, ndim = (int(v) for v in self.error_record[:4])
-        index = tuple(int(v) for v in self.error_record[4:4 + ndim])
-        shape = tuple(int(v) for v in self.error_record[4 + ndim:4 + 2 * ndim])
-        compiled = self.prepared.compiled
-        loc = compiled.info.get("locations", [None] * (location + 1))[location]
-        where = ""
-        if loc is not None:
-            line = linecache.getline(loc.file, loc.line).strip()
-            where = f" at {loc.file}:{loc.line}:\n    {line}\n"
-        shown = index[0] if ndim == 1 else index
-        return IndexError(f"in kernel '{self.prepared.name}'{where or ' '}index {shown} is out "
-                          f"of bounds for an array of shape {shape} (axis {axis} has size "
-                          f"{shape[axis]})")
+        return out_of_bounds_error(self.prepared.name, self.prepared.compiled, self.error_record)
 
 
 class _Stream:

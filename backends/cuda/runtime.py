@@ -1,29 +1,59 @@
-"""The CUDA backend.
+"""The CUDA backend: kernels on an NVIDIA GPU through cuda-python's driver bindings.
+
+`CUDABackend(device=0)` owns a stream on the GPU's primary context: launches, copies,
+allocations and frees are queued on it in order and return at once; `kk.synchronize(
+backend)` waits, and reports what went wrong in the meantime (a failed launch, with the
+kernel's name; an out-of-bounds access in debug mode, with the source line). Memory
+comes from the GPU's stream-ordered pool. Arrays are `CUDAArray`s; CuPy arrays, PyTorch
+tensors and any other GPU array speaking `__cuda_array_interface__` or DLPack are taken
+as kernel arguments without a copy.
+
+A launch packs the launch record (`ArgumentLayout`) into a buffer of its kernel and
+passes it as the kernel's one by-value parameter.
 
 `CUDABackend.compile_only(arch, ...)` needs no GPU and no driver: kernels compile to PTX
 and cubins, `kk.code_ir / code_llvm / code_native` (PTX) work, NumPy arrays stand in
 for device arrays (their dtype, ndim and layout are what count), and a launch compiles
-the kernel for every architecture given and then raises `CompileOnlyError`.
-
-Running kernels on a GPU (`CUDABackend()`: context, streams, device arrays, launches)
-is not available yet; constructing one says so."""
+the kernel for every architecture given and then raises `CompileOnlyError`."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import dataclasses
 import functools
+import gc
+import os
+import threading
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from kernelkit.backend import Backend
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
-from kernelkit.runtime.arguments import numpy_argument_key, numpy_argument_type
+from kernelkit.ir import types as T
+from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
+                                         numpy_argument_type, scalar_packer, scalar_type_of)
+from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize
 
+from .array import CUDAArray, foreign_key, foreign_kind, view_of_foreign
+from .driver import STICKY, DeviceMemoryError, DriverError, cuda_driver, describe
+
 MAX_THREADS_PER_BLOCK = 1024
+_MAX_BLOCK = (1024, 1024, 64)              # x, y, z
+_MAX_GRID = (2 ** 31 - 1, 65535, 65535)    # x, y, z
+_LEGACY_STREAMS = (None, 0, 1)   # the legacy default stream: our stream syncs with it
+_KEEP_LIMIT = 256                # host buffers kept for queued copies before pruning
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 
 
 class CompileOnlyError(BackendError):
     """A launch on a compile-only CUDA backend: the kernel was compiled, not run."""
+
+
+_NO_GPU_HINT = "CUDABackend.compile_only('sm_90') compiles kernels without a GPU"
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,15 +61,16 @@ def driver_unavailable_reason() -> str | None:
     try:
         from cuda.bindings import driver
     except ImportError:
-        return ("cuda-python is not installed (pip install -e '.[cuda]'); "
-                "CUDABackend.compile_only('sm_90') compiles without a GPU")
+        return f"cuda-python is not installed (pip install -e '.[cuda]'); {_NO_GPU_HINT}"
     try:
         (result,) = driver.cuInit(0)
     except Exception as error:  # the driver library itself is missing
-        return f"no CUDA driver ({error}); CUDABackend.compile_only('sm_90') compiles without a GPU"
-    if result != driver.CUresult.CUDA_SUCCESS:
-        return (f"no usable CUDA driver or GPU ({result.name}); "
-                "CUDABackend.compile_only('sm_90') compiles without a GPU")
+        return f"no CUDA driver ({error}); {_NO_GPU_HINT}"
+    if result:
+        return f"no usable CUDA driver or GPU ({describe(result)}); {_NO_GPU_HINT}"
+    error, count = driver.cuDeviceGetCount()
+    if error or count == 0:
+        return f"the CUDA driver sees no GPU; {_NO_GPU_HINT}"
     return None
 
 
@@ -50,23 +81,101 @@ def compile_only_unavailable_reason() -> str | None:
     return linker_unavailable_reason() or libdevice_unavailable_reason()
 
 
+def check_workgroup(function, workgroupsize) -> tuple[int, ...]:
+    sizes = tuple(workgroupsize)
+    threads = 1
+    for size in sizes:
+        threads *= size
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise LaunchError(f"kernel '{function.__name__}': a work-group of {sizes} is "
+                          f"{threads} work-items; CUDA allows at most "
+                          f"{MAX_THREADS_PER_BLOCK} per group")
+    for size, limit, axis in zip(reversed(sizes), _MAX_BLOCK, range(len(sizes) - 1, -1, -1)):
+        if size > limit:
+            raise LaunchError(f"kernel '{function.__name__}': a work-group of {sizes} has "
+                              f"{size} work-items along axis {axis}; CUDA allows at most "
+                              f"{limit} there")
+    return sizes
+
+
+@dataclass(eq=False)
+class PreparedKernel:
+    """A kernel loaded on the GPU, with its launch buffer and argument packers."""
+
+    name: str
+    function: object          # CUfunction
+    struct: object            # the layout's struct.Struct
+    record: ctypes.Array      # the launch record's buffer
+    params: int               # address of the void*[1] holding the record's address
+    packers: tuple
+    block: tuple[int, int, int]
+    ndim: int
+    compiled: object
+    uses_print: bool
+    error_record: int = 0     # device address of the bounds-check record (debug)
+    keep: tuple = ()          # the module, the parameter array, the record's allocation
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+class _Allocation:
+    """Owns device memory; freed (queued on the stream) when no array uses it."""
+
+    __slots__ = ("pointer", "nbytes", "__weakref__")
+
+    def __init__(self, pointer: int, nbytes: int):
+        self.pointer = pointer
+        self.nbytes = nbytes
+
+
+def _free(gpu, stream, pointer: int, pooled: bool) -> None:
+    try:
+        gpu.make_current()
+        cu = cuda_driver()
+        if pooled:
+            cu.cuMemFreeAsync(pointer, stream.handle)
+        else:
+            cu.cuMemFree(pointer)
+    except Exception:  # at exit, or after a failed launch lost the context: nothing to do
+        pass
+
+
 class CUDABackend(Backend):
-    """Kernels on an NVIDIA GPU."""
+    """Kernels on an NVIDIA GPU. `device`: the GPU's ordinal; `debug=True` (or
+    KERNELKIT_DEBUG=1) checks every array access and reports the first out-of-bounds
+    one on synchronize."""
 
     name = "cuda"
 
     def __init__(self, device: int = 0, debug: bool | None = None):
-        reason = self.unavailable_reason()
+        reason = driver_unavailable_reason()
         if reason is not None:
             raise BackendError(f"CUDABackend() cannot run kernels here: {reason}")
+        from . import driver as gpus
+        from .target import PTXTarget, architecture_for
+        self.device = int(device)
+        self._gpu = gpus.device(self.device)
+        if debug is None:
+            debug = os.environ.get("KERNELKIT_DEBUG", "") not in ("", "0")
+        self.debug = bool(debug)
+        self._stream = gpus.Stream(self._gpu)
+        self.stream_handle = self._stream.address
+        arch, exact = architecture_for(*self._gpu.compute_capability)
+        self.arch = arch
+        self._target = PTXTarget(arch, cubin=exact)
+        self._launched: dict[PreparedKernel, None] = {}   # since the last synchronize
+        self._keep: list = []     # what queued work reads: host buffers, imported tensors
+        self._event = None
+        self._printed = False
+        self._lost: str | None = None   # why the context cannot be used any more
+        from kernelkit.compiler import driver  # noqa: F401 - set up now, not at a launch
+
+    def __repr__(self) -> str:
+        return (f"CUDABackend(device={self.device}{', debug=True' if self.debug else ''}) "
+                f"on {self._gpu.name} ({self.arch})")
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
-        reason = driver_unavailable_reason()
-        if reason is not None:
-            return reason
-        return ("running kernels on the GPU is not available yet in this version; "
-                "CUDABackend.compile_only(arch) compiles them")
+        return driver_unavailable_reason()
 
     @classmethod
     def target_named(cls, name):
@@ -79,6 +188,534 @@ class CUDABackend(Backend):
         """A backend that compiles kernels for `arch` (and each of `more_archs`) without a
         GPU or a driver."""
         return CompileOnlyCUDA((arch, *more_archs), debug)
+
+    @classmethod
+    def backend_of(cls, array):
+        if type(array) is CUDAArray:
+            return array.backend
+        kind = foreign_kind(array)
+        if kind is None or driver_unavailable_reason() is not None:
+            return None
+        return default_backend(_device_of(array, kind))
+
+    # -- the stream -----------------------------------------------------------------------
+
+    def _enter(self) -> None:
+        if self._lost is not None:
+            raise BackendError(self._lost)
+        self._gpu.make_current()
+
+    def synchronize(self) -> None:
+        """Wait for everything queued; raise what failed since the last synchronize."""
+        self._enter()
+        check_failure = cuda_driver().cuStreamSynchronize(self._stream.handle)[0]
+        if check_failure:
+            raise self._failure(check_failure, "waiting for the stream")
+        self._keep.clear()
+        launched, self._launched = self._launched, {}
+        if self._printed:
+            self._printed = False
+            _libc.fflush(None)
+        if self.debug:
+            self._raise_out_of_bounds(launched)
+
+    def _failure(self, result, what: str) -> BackendError:
+        """The error for a failed driver call; a launch that failed earlier is named."""
+        name = getattr(result, "name", str(result))
+        launched = [p.name for p in self._launched]
+        self._launched = {}
+        if name in STICKY:
+            kernels = ", ".join(f"'{n}'" for n in dict.fromkeys(launched)) or "(none recorded)"
+            self._lost = (f"the GPU context of {self!r} was lost when a kernel failed "
+                          f"({describe(result)}); start a new process to use the GPU again")
+            return LaunchError(
+                f"a launch of kernel {kernels} on GPU {self.device} failed: {describe(result)}"
+                f" (reported by {what}). The GPU context cannot be used any more; start a "
+                f"new process. To find an out-of-bounds access, run with "
+                f"CUDABackend(debug=True) or KERNELKIT_DEBUG=1.")
+        return DriverError(f"{what} on GPU {self.device} failed: {describe(result)}", name)
+
+    def _check(self, result, what: str) -> None:
+        if result:
+            raise self._failure(result, what)
+
+    def _raise_out_of_bounds(self, launched) -> None:
+        cu = cuda_driver()
+        first = None
+        for prepared in launched:
+            if not prepared.error_record:
+                continue
+            record = np.zeros(ERROR_RECORD_FIELDS, np.int64)
+            self._check(cu.cuMemcpyDtoH(record.ctypes.data, prepared.error_record,
+                                        record.nbytes)[0], "reading the bounds-check record")
+            if record[0]:
+                if first is None:
+                    first = out_of_bounds_error(prepared.name, prepared.compiled, record)
+                self._check(cu.cuMemsetD8(prepared.error_record, 0, record.nbytes)[0],
+                            "clearing the bounds-check record")
+        if first is not None:
+            raise first
+
+    def wait_for_stream(self, stream: int | None) -> None:
+        """Order this backend's later work after what is queued on `stream` (a handle)."""
+        if stream in _LEGACY_STREAMS or stream == self.stream_handle:
+            return
+        cu = cuda_driver()
+        event = self._stream_event()
+        self._check(cu.cuEventRecord(event, stream)[0], "recording an event")
+        self._check(cu.cuStreamWaitEvent(self._stream.handle, event, 0)[0],
+                    "ordering the stream after another")
+
+    def make_stream_wait(self, stream: int | None) -> None:
+        """Order what is queued later on `stream` after this backend's work so far."""
+        if stream in _LEGACY_STREAMS or stream == self.stream_handle:
+            return  # our stream and the legacy default stream synchronize implicitly
+        self._enter()
+        cu = cuda_driver()
+        event = self._stream_event()
+        self._check(cu.cuEventRecord(event, self._stream.handle)[0], "recording an event")
+        self._check(cu.cuStreamWaitEvent(stream, event, 0)[0],
+                    "ordering another stream after this one")
+
+    def _stream_event(self):
+        if self._event is None:
+            cu = cuda_driver()
+            error, self._event = cu.cuEventCreate(
+                cu.CUevent_flags.CU_EVENT_DISABLE_TIMING.value)
+            self._check(error, "cuEventCreate")
+        return self._event
+
+    def _keep_until_done(self, value) -> None:
+        """Keep `value` alive until the work queued so far has run."""
+        keep = self._keep
+        keep.append(value)
+        if len(keep) > _KEEP_LIMIT:
+            result = cuda_driver().cuStreamQuery(self._stream.handle)[0]
+            if not result:
+                keep.clear()
+
+    # -- memory ---------------------------------------------------------------------------
+
+    def _allocate(self, nbytes: int, shape, dtype) -> _Allocation:
+        self._enter()
+        if nbytes == 0:
+            return _Allocation(0, 0)
+        cu = cuda_driver()
+        pooled = self._gpu.pool is not None
+        for attempt in range(2):
+            if pooled:
+                error, pointer = cu.cuMemAllocAsync(nbytes, self._stream.handle)
+            else:
+                error, pointer = cu.cuMemAlloc(nbytes)
+            if not error:
+                break
+            if getattr(error, "name", "") != "CUDA_ERROR_OUT_OF_MEMORY":
+                self._check(error, f"allocating {nbytes} bytes")
+            if attempt == 0:  # arrays waiting to be collected, frees waiting on the stream
+                gc.collect()
+                cu.cuStreamSynchronize(self._stream.handle)
+                if pooled:
+                    cu.cuMemPoolTrimTo(self._gpu.pool, 0)
+        else:
+            free, total = self._gpu.memory_info()
+            raise DeviceMemoryError(
+                f"GPU {self.device} ({self._gpu.name}) is out of memory: an array of shape "
+                f"{tuple(shape)} and dtype {dtype} needs {_bytes(nbytes)}; {_bytes(free)} of "
+                f"{_bytes(total)} are free")
+        allocation = _Allocation(int(pointer), nbytes)
+        weakref.finalize(allocation, _free, self._gpu, self._stream, int(pointer), pooled)
+        return allocation
+
+    def allocate(self, dtype, shape):
+        dtype = np.dtype(dtype)
+        shape = tuple(int(s) for s in shape)
+        size = 1
+        for extent in shape:
+            if extent < 0:
+                raise ValueError(f"negative dimensions are not allowed: {shape}")
+            size *= extent
+        allocation = self._allocate(size * dtype.itemsize, shape, dtype)
+        return CUDAArray(self, allocation.pointer, shape, dtype, None, allocation)
+
+    def zeros(self, dtype, shape):
+        array = self.allocate(dtype, shape)
+        self.fill(array, 0)
+        return array
+
+    def ones(self, dtype, shape):
+        array = self.allocate(dtype, shape)
+        self.fill(array, 1)
+        return array
+
+    def fill(self, array: CUDAArray, value) -> None:
+        """Set every element of a C-contiguous array to `value` (queued on the stream)."""
+        if not array.is_c_contiguous:
+            raise BackendError("fill needs a C-contiguous array")
+        if array.size == 0:
+            return
+        self._enter()
+        cu = cuda_driver()
+        bits = np.array(value, dtype=array.dtype).reshape(1)
+        stream, pointer, count = self._stream.handle, array.pointer, array.size
+        itemsize = array.itemsize
+        if itemsize == 1:
+            result = cu.cuMemsetD8Async(pointer, int(bits.view(np.uint8)[0]), count, stream)[0]
+        elif itemsize == 2:
+            result = cu.cuMemsetD16Async(pointer, int(bits.view(np.uint16)[0]), count,
+                                         stream)[0]
+        elif itemsize == 4:
+            result = cu.cuMemsetD32Async(pointer, int(bits.view(np.uint32)[0]), count,
+                                         stream)[0]
+        else:  # 8 bytes: each 32-bit half as a column of a 2-D memset with an 8-byte pitch
+            low, high = (int(w) for w in bits.view(np.uint32))
+            result = cu.cuMemsetD2D32Async(pointer, 8, low, 1, count, stream)[0] or \
+                cu.cuMemsetD2D32Async(pointer + 4, 8, high, 1, count, stream)[0]
+        self._check(result, "filling an array")
+
+    def to_backend(self, array):
+        if type(array) is CUDAArray:
+            if array.backend is self or array.backend.device == self.device:
+                return array
+            copy = self.allocate(array.dtype, array.shape)
+            self.copyto(copy, array)
+            return copy
+        kind = foreign_kind(array)
+        if kind is not None:
+            return self._adopt(array, kind, "array")
+        host = np.asarray(array)
+        copy = self.allocate(host.dtype, host.shape)
+        self._upload(copy, np.ascontiguousarray(host))
+        return copy
+
+    def to_numpy(self, array) -> np.ndarray:
+        array = self._device_array(array, "array")
+        host = self._download(array)
+        self.synchronize()
+        return host
+
+    def copy(self, array: CUDAArray) -> CUDAArray:
+        """A C-contiguous copy of `array` on this backend."""
+        result = self.allocate(array.dtype, array.shape)
+        self.copyto(result, array)
+        return result
+
+    def copyto(self, destination, source) -> None:
+        destination_on_host = isinstance(destination, np.ndarray)
+        source_on_host = isinstance(source, np.ndarray) or \
+            (type(source) is not CUDAArray and foreign_kind(source) is None)
+        if destination_on_host and source_on_host:
+            np.copyto(destination, source)
+            return
+        if destination_on_host:
+            source = self._device_array(source, "source")
+            _check_shapes(destination.shape, source.shape)
+            if destination.flags.c_contiguous and destination.dtype == source.dtype and \
+                    source.is_c_contiguous:
+                self._enter()
+                self._check(cuda_driver().cuMemcpyDtoHAsync(
+                    destination.ctypes.data, source.pointer, source.nbytes,
+                    self._stream.handle)[0], "copying to the host")
+                self.synchronize()
+            else:
+                np.copyto(destination, self.to_numpy(source))
+            return
+        destination = self._device_array(destination, "destination")
+        if source_on_host:
+            host = np.asarray(source)
+            _check_shapes(destination.shape, host.shape)
+            if not np.can_cast(host.dtype, destination.dtype, "same_kind"):
+                raise BackendError(f"copyto: cannot copy {host.dtype} into {destination.dtype} "
+                                   f"(NumPy's same_kind casting rule)")
+            host = np.ascontiguousarray(host, dtype=destination.dtype)
+            if destination.is_c_contiguous:
+                self._upload(destination, host)
+            else:
+                staged = self.allocate(host.dtype, host.shape)
+                self._upload(staged, host)
+                self._copy_on_device(destination, staged)
+            return
+        source = self._device_array(source, "source")
+        _check_shapes(destination.shape, source.shape)
+        if destination.dtype != source.dtype:
+            raise BackendError(f"copyto: the destination is {destination.dtype} and the source "
+                               f"{source.dtype}; GPU copies do not convert (convert on the host)")
+        if source.backend is not None and source.backend is not self:
+            self.wait_for_stream(source.backend.stream_handle)
+        self._copy_on_device(destination, source)
+
+    def _copy_on_device(self, destination: CUDAArray, source: CUDAArray) -> None:
+        if destination.size == 0:
+            return
+        if destination.is_c_contiguous and source.is_c_contiguous:
+            self._enter()
+            self._check(cuda_driver().cuMemcpyAsync(destination.pointer, source.pointer,
+                                                    source.nbytes, self._stream.handle)[0],
+                        "copying between GPU arrays")
+            return
+        from .copy_kernels import strided_copy
+        strided_copy(self, destination, source)
+
+    def _upload(self, destination: CUDAArray, host: np.ndarray) -> None:
+        if host.nbytes == 0:
+            return
+        self._enter()
+        self._check(cuda_driver().cuMemcpyHtoDAsync(destination.pointer, host.ctypes.data,
+                                                    host.nbytes, self._stream.handle)[0],
+                    "copying to the GPU")
+        self._keep_until_done(host)
+
+    def _download(self, array: CUDAArray) -> np.ndarray:
+        """A host copy of `array` (queued; valid after the stream has run it)."""
+        self._enter()
+        if array.size == 0:
+            return np.empty(array.shape, array.dtype)
+        cu = cuda_driver()
+        if array.is_c_contiguous:
+            host = np.empty(array.shape, array.dtype)
+            self._check(cu.cuMemcpyDtoHAsync(host.ctypes.data, array.pointer, array.nbytes,
+                                             self._stream.handle)[0], "copying to the host")
+            return host
+        # Any strides: copy the span of bytes the view touches, and view that with them.
+        low = sum(min(0, (e - 1) * s) for e, s in zip(array.shape, array.strides))
+        high = sum(max(0, (e - 1) * s) for e, s in zip(array.shape, array.strides))
+        span = np.empty(high - low + array.itemsize, np.uint8)
+        self._check(cu.cuMemcpyDtoHAsync(span.ctypes.data, array.pointer + low, span.nbytes,
+                                         self._stream.handle)[0], "copying to the host")
+        self.synchronize()
+        return np.array(np.ndarray(array.shape, array.dtype, buffer=span, offset=-low,
+                                   strides=array.strides))
+
+    def _device_array(self, value, name: str) -> CUDAArray:
+        if type(value) is CUDAArray:
+            return value
+        kind = foreign_kind(value)
+        if kind is None:
+            raise BackendError(f"{name} is a {type(value).__name__}, not a GPU array")
+        return self._adopt(value, kind, name)
+
+    def _adopt(self, value, kind: str, name: str) -> CUDAArray:
+        """Another library's GPU array as a CUDAArray of this backend (no copy)."""
+        self._enter()
+        try:
+            array = view_of_foreign(self, value, kind, self.stream_handle, name)
+        except (LaunchError, BackendError):
+            raise
+        except Exception as error:  # the producer refused, and says why
+            raise LaunchError(f"argument '{name}' ({type(value).__name__}) cannot be seen as a "
+                              f"GPU array: {error}") from error
+        if kind == "dlpack":
+            self._keep_until_done(array.owner)
+        return array
+
+    # -- kernels --------------------------------------------------------------------------
+
+    def argument_key(self, value):
+        kind = type(value)
+        if kind is CUDAArray:
+            return value.key
+        if kind is int or kind is float or kind is bool or kind is np.ndarray:
+            return kind
+        foreign = foreign_kind(value)
+        if foreign is not None:
+            try:
+                return foreign_key(value, foreign)
+            except Exception:  # the producer refuses; argument_type says why, by name
+                return ("refused", kind)
+        return numpy_argument_key(value)
+
+    def argument_type(self, value, const, name, kernel):
+        if isinstance(value, np.ndarray):
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is a NumPy array in host "
+                              f"memory; kernels on {self!r} read GPU memory: pass "
+                              f"kk.to_backend(backend, {name}) (and copy results back with "
+                              f"kk.to_numpy)")
+        scalar = scalar_type_of(value)
+        if scalar is not None:
+            return scalar
+        if type(value) is not CUDAArray:
+            kind = foreign_kind(value)
+            if kind is None:
+                raise LaunchError(f"kernel '{kernel}': argument '{name}' is a "
+                                  f"{type(value).__name__}; kernels take GPU arrays "
+                                  f"(kk.to_backend, CuPy, PyTorch) and Python or NumPy scalars")
+            value = self._adopt(value, kind, name)
+        if value.fields is None:
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' has strides "
+                              f"{value.strides} that are not multiples of its item size "
+                              f"{value.itemsize}")
+        return array_type_of(value.dtype, value.ndim, value.is_c_contiguous, const, name,
+                             kernel)
+
+    def default_workgroupsize(self, ndim):
+        return default_workgroupsize(ndim, 256)
+
+    def target(self):
+        return self._target
+
+    def compiler_job(self, function, argtypes, *, workgroupsize, opt_level: int = 3,
+                     target=None, **options):
+        sizes = check_workgroup(function, workgroupsize)
+        config = CompilerConfig(target or self._target, kernel=True, workgroupsize=sizes,
+                                opt_level=opt_level, debug=self.debug,
+                                params=tuple(sorted(options.items())))
+        return CompilerJob(function_source(function, argtypes), config)
+
+    def prepare(self, compiled, argtypes, ndim):
+        self._enter()
+        cu = cuda_driver()
+        name = compiled.job.source.function.__name__
+        module = self._load_module(compiled, name)
+        image = compiled.entry
+        error, function = cu.cuModuleGetFunction(module, image.symbol.encode())
+        self._check(error, f"finding kernel '{name}' in its module")
+        sizes = compiled.job.config.workgroupsize
+        threads = 1
+        for size in sizes:
+            threads *= size
+        error, most = cu.cuFuncGetAttribute(
+            cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function)
+        self._check(error, "cuFuncGetAttribute")
+        if threads > most:
+            raise LaunchError(f"kernel '{name}' needs too many registers for a work-group of "
+                              f"{threads} work-items on {self._gpu.name}: at most {most}; "
+                              f"launch it with a smaller workgroupsize")
+        layout = ArgumentLayout(argtypes, ndim)
+        record = ctypes.create_string_buffer(layout.size)
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(record))
+        block = tuple(reversed(sizes)) + (1,) * (3 - len(sizes))
+        packers = tuple(self._array_packer(f"arg{index}")
+                        if isinstance(type, T.ArrayType) else scalar_packer(type)
+                        for index, type in enumerate(argtypes))
+        prepared = PreparedKernel(name, function, layout.struct, record,
+                                  ctypes.addressof(params), packers, block, ndim, compiled,
+                                  compiled.uses_print, keep=(module, params))
+        if compiled.job.config.debug:
+            allocation = self._allocate(8 * ERROR_RECORD_FIELDS, (ERROR_RECORD_FIELDS,),
+                                        np.int64)
+            self._check(cu.cuMemsetD8(allocation.pointer, 0, allocation.nbytes)[0],
+                        "clearing the bounds-check record")
+            prepared.error_record = allocation.pointer
+            prepared.keep += (allocation,)
+        return prepared
+
+    def _load_module(self, compiled, name: str):
+        """The kernel's module, from its cubin; from PTX compiled by the driver where the
+        cubin does not load (a driver older than the linker, say)."""
+        cu = cuda_driver()
+        image = compiled.entry
+        code = image.code if image.is_cubin else image.code + b"\0"
+        error, module = cu.cuModuleLoadData(code)
+        if not error:
+            return module
+        if not image.is_cubin:
+            self._check(error, f"loading kernel '{name}' (PTX compiled by the driver)")
+        from kernelkit.compiler.driver import compile_job
+        job = compiled.job
+        target = dataclasses.replace(job.config.target, cubin=False)
+        ptx = compile_job(dataclasses.replace(
+            job, config=dataclasses.replace(job.config, target=target))).entry
+        retry, module = cu.cuModuleLoadData(ptx.code + b"\0")
+        if retry:
+            raise DriverError(f"loading kernel '{name}' on GPU {self.device} failed: its cubin "
+                              f"({describe(error)}) and its PTX ({describe(retry)})",
+                              getattr(retry, "name", ""))
+        return module
+
+    def _array_packer(self, name: str):
+        backend = self
+
+        def pack(value):
+            if type(value) is CUDAArray and value.backend is backend:
+                return value.fields
+            return backend._foreign_fields(value, name)
+        return pack
+
+    def _foreign_fields(self, value, name: str) -> tuple:
+        if type(value) is CUDAArray:
+            if value.backend.device != self.device:
+                raise LaunchError(f"argument '{name}' is on GPU {value.backend.device}; "
+                                  f"{self!r} runs on GPU {self.device}: move it with "
+                                  f"kk.to_backend(backend, array)")
+            self.wait_for_stream(value.backend.stream_handle)
+            return value.fields
+        return self._adopt(value, foreign_kind(value), name).fields
+
+    def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
+        ndim = prepared.ndim
+        groups = [-(-n // g) for n, g in zip(ndrange, workgroupsize)]
+        if 0 in groups:
+            return
+        fields = [*ndrange, *groups, prepared.error_record]
+        for pack, value in zip(prepared.packers, args):
+            fields.extend(pack(value))
+        if ndim == 1:
+            grid = (groups[0], 1, 1)
+        else:
+            grid = (*reversed(groups), 1) if ndim == 2 else tuple(reversed(groups))
+            if grid[1] > 65535 or grid[2] > 65535:
+                raise LaunchError(f"kernel '{prepared.name}': {groups} work-groups; CUDA allows "
+                                  f"at most 65535 along each axis but the last (make the last "
+                                  f"axis of the ndrange the longest)")
+        if grid[0] > _MAX_GRID[0]:
+            raise LaunchError(f"kernel '{prepared.name}': {grid[0]} work-groups along the last "
+                              f"axis; CUDA allows at most {_MAX_GRID[0]}")
+        self._gpu.make_current()
+        bx, by, bz = prepared.block
+        with prepared.lock:
+            prepared.struct.pack_into(prepared.record, 0, *fields)
+            (result,) = _launch_kernel(prepared.function, grid[0], grid[1], grid[2], bx, by, bz,
+                                       0, self._stream.handle, prepared.params, 0)
+        if result:
+            raise self._failure(result, f"launching kernel '{prepared.name}'")
+        self._launched[prepared] = None
+        if prepared.uses_print:
+            self._printed = True
+
+
+def _launch_kernel(*args):
+    global _launch_kernel
+    _launch_kernel = cuda_driver().cuLaunchKernel
+    return _launch_kernel(*args)
+
+
+def _check_shapes(destination, source) -> None:
+    if tuple(destination) != tuple(source):
+        raise BackendError(f"copyto: the destination has shape {tuple(destination)} and the "
+                           f"source {tuple(source)}; they must be equal")
+
+
+def _bytes(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    return str(count)
+
+
+def _device_of(array, kind: str) -> int:
+    if kind == "dlpack":
+        return int(array.__dlpack_device__()[1])
+    pointer = array.__cuda_array_interface__["data"][0]
+    if not pointer:
+        return 0
+    cu = cuda_driver()
+    error, ordinal = cu.cuPointerGetAttribute(
+        cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pointer)
+    return int(ordinal) if not error else 0
+
+
+_default_backends: dict[int, CUDABackend] = {}
+
+
+def default_backend(device: int) -> CUDABackend:
+    """The shared backend of GPU `device` (for `kk.get_backend` of other libraries' arrays)."""
+    if device == 0:
+        from kernelkit.backend import make_backend
+        return make_backend("cuda")
+    backend = _default_backends.get(device)
+    if backend is None:
+        backend = _default_backends[device] = CUDABackend(device)
+    return backend
 
 
 class CompileOnlyCUDA(Backend):
@@ -133,14 +770,7 @@ class CompileOnlyCUDA(Backend):
 
     def compiler_job(self, function, argtypes, *, workgroupsize, opt_level: int = 3,
                      target=None, **options):
-        sizes = tuple(workgroupsize)
-        threads = 1
-        for size in sizes:
-            threads *= size
-        if threads > MAX_THREADS_PER_BLOCK:
-            raise LaunchError(f"kernel '{function.__name__}': a work-group of {sizes} is "
-                              f"{threads} work-items; CUDA allows at most "
-                              f"{MAX_THREADS_PER_BLOCK} per group")
+        sizes = check_workgroup(function, workgroupsize)
         config = CompilerConfig(target or self.targets[0], kernel=True, workgroupsize=sizes,
                                 opt_level=opt_level, debug=self.debug,
                                 params=tuple(sorted(options.items())))

@@ -31,6 +31,22 @@ def supported_architectures() -> tuple[str, ...]:
     return tuple(_PTX_VERSION)
 
 
+def architecture_for(major: int, minor: int) -> tuple[str, bool]:
+    """The architecture to compile for on a GPU of compute capability major.minor, and
+    whether it is exactly the GPU's (else PTX of the newest older one, which the driver
+    compiles for the GPU)."""
+    exact = f"sm_{major}{minor}"
+    if exact in _PTX_VERSION:
+        return exact, True
+    older = [arch for arch in _PTX_VERSION if not arch.endswith("a")
+             and (int(arch[3:-1]), int(arch[-1])) <= (major, minor)]
+    if not older:
+        from kernelkit.errors import BackendError
+        raise BackendError(f"GPUs of compute capability {major}.{minor} are too old for "
+                           f"kernelkit (the oldest it compiles for is {next(iter(_PTX_VERSION))})")
+    return max(older, key=lambda arch: (int(arch[3:-1]), int(arch[-1]))), False
+
+
 @functools.lru_cache(maxsize=1)
 def _initialize_llvm() -> None:
     llvm.initialize_all_targets()
@@ -57,8 +73,12 @@ class KernelImage:
 
 @dataclass(frozen=True, slots=True)
 class PTXTarget(Target):
+    """`cubin=False`: the artifact is the PTX, for the driver to compile when it loads it
+    (where nvJitLink is missing, or its cubin is newer than the driver)."""
+
     arch: str
     name: str = "cuda"
+    cubin: bool = True
 
     def __post_init__(self):
         if self.arch not in _PTX_VERSION:
@@ -89,7 +109,7 @@ class PTXTarget(Target):
 
     def emit(self, llvm_module, job) -> bytes:
         ptx = self.assembly(llvm_module, job)
-        if linker_unavailable_reason() is not None:
+        if not self.cubin or linker_unavailable_reason() is not None:
             return ptx.encode()
         return ptx_to_cubin(ptx, self.arch, job.source.function.__name__)
 

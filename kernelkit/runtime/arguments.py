@@ -92,6 +92,15 @@ def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType 
     return scalar_type_of(value)
 
 
+def scalar_packer(type: T.ScalarType):
+    """value -> the one-field tuple a scalar argument of `type` packs as."""
+    if type.is_bool:
+        return lambda value: (bool(value),)
+    if type.is_float:
+        return lambda value: (float(value),)
+    return lambda value: (int(value),)
+
+
 def _data_pointer_reader():
     """The fastest way to read an ndarray's data pointer on this interpreter: the
     address field of NumPy's array struct (`PyArrayObject.data`, right after the object

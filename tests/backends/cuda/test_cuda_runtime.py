@@ -1,0 +1,226 @@
+"""The CUDA backend on a GPU: device arrays (allocation, copies in every direction, views),
+CuPy arrays and PyTorch tensors in and out without copies (CUDA array interface and
+DLPack), stream order, and the errors: host arrays passed to GPU launches and the other
+way round, out of memory, a failed launch reported on synchronize with the kernel's name.
+
+Every test here needs a GPU and is skipped with the reason where there is none (the
+kernels of the whole suite still compile for sm_80 and sm_90 there)."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kernelkit as kk
+from backends.cuda import CUDABackend
+
+REASON = CUDABackend.unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no GPU to run on: {REASON}")
+
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+          np.uint64, np.float16, np.float32, np.float64]
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return kk.make_backend("cuda")
+
+
+@kk.kernel
+def saxpy(y, a, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a * x[i] + y[i]
+
+
+@kk.kernel
+def add_one(y):
+    i = kk.index(kk.Global)
+    y[i] = y[i] + 1
+
+
+# --- arrays --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_zeros_ones_and_round_trips_for_every_dtype(gpu, dtype):
+    host = (np.arange(1, 38) % 5).astype(dtype).reshape(37)
+    device = kk.to_backend(gpu, host)
+    assert device.shape == host.shape and device.dtype == host.dtype
+    assert device.strides == host.strides
+    np.testing.assert_array_equal(kk.to_numpy(device), host)
+    np.testing.assert_array_equal(kk.to_numpy(kk.zeros(gpu, dtype, (3, 5))),
+                                  np.zeros((3, 5), dtype))
+    np.testing.assert_array_equal(kk.to_numpy(kk.ones(gpu, dtype, 1001)), np.ones(1001, dtype))
+
+
+def test_empty_arrays_allocate_copy_and_launch_nothing(gpu):
+    empty = kk.zeros(gpu, np.float32, (0, 4))
+    assert kk.to_numpy(empty).shape == (0, 4)
+    add_one(gpu, 64)(kk.zeros(gpu, np.float32, 0), ndrange=0)
+    kk.synchronize(gpu)
+
+
+def test_get_backend_finds_the_backend_of_an_array(gpu):
+    array = kk.zeros(gpu, np.float32, 4)
+    assert kk.get_backend(array) is gpu
+    assert kk.get_backend(array[1:].T) is gpu
+
+
+def test_copyto_in_every_direction_with_contiguous_and_strided_arrays(gpu):
+    host = np.arange(5 * 9, dtype=np.float64).reshape(5, 9)
+    device = kk.zeros(gpu, np.float64, (5, 9))
+    kk.copyto(device, host)                                   # host -> device
+    np.testing.assert_array_equal(kk.to_numpy(device), host)
+    back = np.zeros_like(host)
+    kk.copyto(back, device)                                   # device -> host
+    np.testing.assert_array_equal(back, host)
+    other = kk.zeros(gpu, np.float64, (5, 9))
+    kk.copyto(other, device)                                  # device -> device
+    np.testing.assert_array_equal(kk.to_numpy(other), host)
+    transposed = kk.zeros(gpu, np.float64, (9, 5))
+    kk.copyto(transposed.T, device)                           # into a strided view
+    np.testing.assert_array_equal(kk.to_numpy(transposed), host.T)
+    kk.copyto(transposed[::2], host.T[::2] * 2)               # host -> strided view
+    expected = host.T.copy()
+    expected[::2] *= 2
+    np.testing.assert_array_equal(kk.to_numpy(transposed), expected)
+    strided = np.zeros((5, 3))
+    kk.copyto(strided, device[:, ::3])                        # strided view -> host
+    np.testing.assert_array_equal(strided, host[:, ::3])
+    np.testing.assert_array_equal(kk.to_numpy(device[::-1, 1::4]), host[::-1, 1::4])
+
+
+def test_copyto_refuses_other_shapes_and_conversions_on_the_gpu(gpu):
+    with pytest.raises(kk.BackendError, match="shape"):
+        kk.copyto(kk.zeros(gpu, np.float32, 4), np.zeros(5, np.float32))
+    with pytest.raises(kk.BackendError, match="do not convert"):
+        kk.copyto(kk.zeros(gpu, np.float32, 4), kk.zeros(gpu, np.float64, 4))
+
+
+def test_launches_are_asynchronous_and_stream_ordered(gpu):
+    n = 1 << 20
+    y = kk.zeros(gpu, np.float32, n)
+    for _ in range(50):
+        add_one(gpu, 256)(y, ndrange=n)
+    host = np.zeros(n, np.float32)
+    kk.copyto(host, y)
+    np.testing.assert_array_equal(host, np.full(n, 50, np.float32))
+
+
+# --- errors --------------------------------------------------------------------------
+
+
+def test_a_numpy_array_passed_to_a_gpu_launch_names_the_argument_and_the_fix(gpu):
+    y = kk.zeros(gpu, np.float32, 8)
+    with pytest.raises(kk.LaunchError, match=r"argument 'x' is a NumPy array.*kk.to_backend"):
+        saxpy(gpu, 8)(y, 2.0, np.ones(8, np.float32), ndrange=8)
+
+
+def test_a_gpu_array_passed_to_a_cpu_launch_names_the_argument_and_the_fix(gpu):
+    cpu = kk.make_backend("cpu")
+    with pytest.raises(kk.LaunchError, match=r"argument 'x' is a device array.*kk.to_numpy"):
+        saxpy(cpu, 8)(np.zeros(8, np.float32), 2.0, kk.ones(gpu, np.float32, 8), ndrange=8)
+
+
+def test_out_of_memory_is_an_error_with_the_size_asked_for(gpu):
+    with pytest.raises(MemoryError, match=r"out of memory.*shape \(1125899906842624,\)"):
+        kk.allocate(gpu, np.uint8, 1 << 50)
+    assert kk.to_numpy(kk.ones(gpu, np.int32, 3)).tolist() == [1, 1, 1]
+
+
+def test_a_failed_launch_is_reported_on_synchronize_with_the_kernel_name():
+    # An illegal address ends the GPU context for good: this runs in a process of its own.
+    script = textwrap.dedent("""
+        import numpy as np
+        import kernelkit as kk
+        from backends.cuda.array import CUDAArray
+
+        @kk.kernel
+        def write_through_a_wild_pointer(y):
+            i = kk.index(kk.Global)
+            y[i] = 1.0
+
+        gpu = kk.make_backend("cuda")
+        wild = CUDAArray(gpu, 64, (1 << 20,), np.float32)
+        write_through_a_wild_pointer(gpu, 256)(wild, ndrange=1 << 20)
+        try:
+            kk.synchronize(gpu)
+        except kk.LaunchError as error:
+            print("ERROR:", error)
+        try:
+            kk.zeros(gpu, np.float32, 4)
+        except kk.BackendError as error:
+            print("AFTER:", error)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "ERROR: a launch of kernel 'write_through_a_wild_pointer'" in result.stdout
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in result.stdout
+    assert "AFTER:" in result.stdout and "new process" in result.stdout
+
+
+def test_a_backend_for_a_gpu_that_does_not_exist_says_how_many_there_are():
+    with pytest.raises(kk.BackendError, match="there is no GPU 99"):
+        CUDABackend(device=99)
+
+
+# --- other libraries' arrays ---------------------------------------------------------
+
+
+def test_our_arrays_export_the_cuda_array_interface_and_dlpack(gpu):
+    array = kk.to_backend(gpu, np.arange(12, dtype=np.float32).reshape(3, 4))
+    interface = array.__cuda_array_interface__
+    assert interface["data"][0] == array.pointer and interface["version"] == 3
+    assert array.__dlpack_device__() == (2, gpu.device)
+    capsule = array.__dlpack__(stream=-1, max_version=(1, 0))
+    assert "dltensor_versioned" in repr(capsule)
+
+
+def test_cupy_arrays_go_in_and_out_without_copies(gpu):
+    cupy = pytest.importorskip("cupy")
+    x = cupy.arange(1000, dtype=cupy.float32)
+    y = cupy.ones(1000, dtype=cupy.float32)
+    saxpy(gpu, 128)(y, 2.0, x, ndrange=1000)          # CuPy arrays as arguments
+    kk.synchronize(gpu)
+    np.testing.assert_array_equal(cupy.asnumpy(y), 2 * np.arange(1000) + 1)
+    ours = kk.to_backend(gpu, np.arange(10, dtype=np.int64))
+    seen = cupy.asarray(ours)                          # ours into CuPy (CAI)
+    assert seen.data.ptr == ours.pointer
+    seen += 1
+    np.testing.assert_array_equal(kk.to_numpy(ours), np.arange(10) + 1)
+    through_dlpack = cupy.from_dlpack(ours)
+    assert through_dlpack.data.ptr == ours.pointer
+    view = kk.to_backend(gpu, x[::2])                  # CuPy into ours, no copy
+    assert view.pointer == x.data.ptr and view.strides == (8,)
+    assert kk.get_backend(x) is gpu
+    np.testing.assert_array_equal(kk.to_numpy(x[::100]), np.arange(0, 1000, 100))
+
+
+def test_pytorch_tensors_go_in_and_out_without_copies(gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA here")
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    y = torch.ones(1000, dtype=torch.float32, device="cuda")
+    saxpy(gpu, 128)(y, 2.0, x, ndrange=1000)
+    kk.synchronize(gpu)
+    np.testing.assert_array_equal(y.cpu().numpy(), 2 * np.arange(1000) + 1)
+    ours = kk.to_backend(gpu, np.arange(10, dtype=np.float64))
+    seen = torch.from_dlpack(ours)
+    assert seen.data_ptr() == ours.pointer
+    seen.mul_(3)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(kk.to_numpy(ours), np.arange(10) * 3)
+    transposed = torch.arange(12, dtype=torch.int32, device="cuda").reshape(3, 4).T
+    np.testing.assert_array_equal(kk.to_numpy(transposed), np.arange(12).reshape(3, 4).T)
+
+
+def test_a_tensor_that_requires_grad_is_refused_with_the_producers_reason(gpu):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA here")
+    x = torch.ones(8, device="cuda", requires_grad=True)
+    with pytest.raises(kk.LaunchError, match="argument 'x'"):
+        saxpy(gpu, 8)(kk.zeros(gpu, np.float32, 8), 2.0, x, ndrange=8)
