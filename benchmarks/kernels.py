@@ -24,6 +24,12 @@ def saxpy(y, a, x: kk.Const):
 
 
 @kk.kernel
+def copy(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = x[i]
+
+
+@kk.kernel
 def stencil5(out, u: kk.Const, alpha):
     """One explicit heat step on the interior; the ndrange is the interior, (rows-2, cols-2)."""
     i, j = kk.index(kk.Global, kk.NTuple)

@@ -2,8 +2,8 @@
 
 A peer takes host numpy inputs through `from_numpy`, runs each benchmark operation the way
 a user of that library would write it, and says how to import it and how to compile a
-first function in a fresh process. Adding a GPU column (CuPy, PyTorch) means adding a
-class here with the same methods and listing it in `PEERS` under "cuda".
+first function in a fresh process. On the GPU the peers are CuPy and PyTorch, each as
+its users write array code (element-wise expressions, its own matmul and sum).
 """
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ class NumpyPeer:
 
     def saxpy(self, y, a, x) -> None:
         y += a * x
+
+    def copy(self, y, x) -> None:
+        np.copyto(y, x)
 
     def stencil5(self, out, u, alpha) -> None:
         laplacian = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
@@ -93,6 +96,9 @@ print(time.perf_counter() - start)
     def saxpy(self, y, a, x) -> None:
         self._compiled()["saxpy"](y, a, x)
 
+    def copy(self, y, x) -> None:
+        self._compiled()["copy"](y, x)
+
     def stencil5(self, out, u, alpha) -> None:
         self._compiled()["stencil5"](out, u, alpha)
 
@@ -120,6 +126,11 @@ def _define_numba_functions() -> dict:
     def saxpy(y, a, x):
         for i in prange(y.size):
             y[i] = a * x[i] + y[i]
+
+    @njit(parallel=True)
+    def copy(y, x):
+        for i in prange(y.size):
+            y[i] = x[i]
 
     @njit(parallel=True)
     def stencil5(out, u, alpha):
@@ -156,12 +167,122 @@ def _define_numba_functions() -> dict:
         for i in prange(a.size):
             a[i] += ONE
 
-    return {"saxpy": saxpy, "stencil5": stencil5, "matmul": matmul, "total": total,
+    return {"saxpy": saxpy, "copy": copy, "stencil5": stencil5, "matmul": matmul, "total": total,
             "increment": increment}
 
 
-PEERS = {"cpu": (NumpyPeer, NumbaPeer)}
+class CupyPeer:
+    """CuPy array expressions (each a fused element-wise kernel), cuBLAS matmul."""
+
+    name = "cupy"
+    import_statement = "import cupy"
+    cold_compile_script = """
+import time
+import cupy
+import numpy as np
+
+x = cupy.ones(1024, dtype=cupy.float32)
+y = cupy.zeros(1024, dtype=cupy.float32)
+saxpy = cupy.ElementwiseKernel("float32 a, float32 x", "float32 y", "y = a * x + y",
+                               "saxpy_fresh")
+cupy.cuda.Device().synchronize()
+start = time.perf_counter()
+saxpy(np.float32(2.0), x, y)
+cupy.cuda.Device().synchronize()
+print(time.perf_counter() - start)
+"""
+
+    def unavailable_reason(self) -> str | None:
+        if importlib.util.find_spec("cupy") is None:
+            return "cupy is not installed"
+        try:
+            import cupy
+            cupy.cuda.runtime.getDeviceCount()
+        except Exception as error:  # noqa: BLE001 - no GPU for CuPy
+            return f"cupy cannot use a GPU: {error}"
+        return None
+
+    def set_threads(self, threads: int) -> None:
+        pass
+
+    def from_numpy(self, array: np.ndarray):
+        import cupy
+        return cupy.asarray(array)
+
+    def synchronize(self) -> None:
+        import cupy
+        cupy.cuda.get_current_stream().synchronize()
+
+    def saxpy(self, y, a, x) -> None:
+        y += a * x
+
+    def copy(self, y, x) -> None:
+        y[...] = x
+
+    def stencil5(self, out, u, alpha) -> None:
+        laplacian = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+                     - FOUR * u[1:-1, 1:-1])
+        out[1:-1, 1:-1] = u[1:-1, 1:-1] + alpha * laplacian
+
+    def matmul(self, c, a, b) -> None:
+        import cupy
+        cupy.matmul(a, b, out=c)
+
+    def total(self, x) -> float:
+        return float(x.sum())
+
+    def increment(self, a) -> None:
+        a += ONE
+
+
+class TorchPeer:
+    """PyTorch CUDA tensors: in-place tensor operations, cuBLAS matmul."""
+
+    name = "torch"
+    import_statement = "import torch"
+    cold_compile_script = None  # eager PyTorch compiles nothing for saxpy
+
+    def unavailable_reason(self) -> str | None:
+        if importlib.util.find_spec("torch") is None:
+            return "torch is not installed"
+        import torch
+        return None if torch.cuda.is_available() else "torch has no CUDA device here"
+
+    def set_threads(self, threads: int) -> None:
+        pass
+
+    def from_numpy(self, array: np.ndarray):
+        import torch
+        return torch.from_numpy(array).to("cuda")
+
+    def synchronize(self) -> None:
+        import torch
+        torch.cuda.synchronize()
+
+    def saxpy(self, y, a, x) -> None:
+        y.add_(x, alpha=float(a))
+
+    def copy(self, y, x) -> None:
+        y.copy_(x)
+
+    def stencil5(self, out, u, alpha) -> None:
+        laplacian = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+                     - 4.0 * u[1:-1, 1:-1])
+        out[1:-1, 1:-1] = u[1:-1, 1:-1] + float(alpha) * laplacian
+
+    def matmul(self, c, a, b) -> None:
+        import torch
+        torch.matmul(a, b, out=c)
+
+    def total(self, x) -> float:
+        return float(x.sum())
+
+    def increment(self, a) -> None:
+        a.add_(1.0)
+
+
+PEERS = {"cpu": (NumpyPeer, NumbaPeer), "cuda": (CupyPeer, TorchPeer)}
 """Per backend kind, the peers shown as columns, in column order."""
 
-PRIMARY_PEER = {"cpu": "numba"}
+PRIMARY_PEER = {"cpu": "numba", "cuda": "cupy"}
 """Per backend kind, the peer the ratio targets are measured against."""

@@ -15,8 +15,10 @@ one run of the suite to the next, the median by a few percent; --json also recor
 best. Process cases (cold compile, import) run a fresh interpreter per sample and report
 the time measured inside it, so interpreter start-up is not counted.
 
-The peers are per backend kind (`peers.PEERS`): numpy and numba on the CPU. A backend
-kind without peers (cuda, until CuPy and PyTorch columns are added there) is timed alone.
+The peers are per backend kind (`peers.PEERS`): numpy and numba on the CPU, CuPy and
+PyTorch on the GPU. On the GPU, memory-bound cases are also measured against the
+device-to-device copy bandwidth of the same run (the driver's memcpy of a buffer the
+size of saxpy's arrays), counting bytes read and written.
 
 Targets are printed next to the results and marked PASS or FAIL; they are goals for the
 implementation, not assertions. The exit status is 1 only when a case fails to run or
@@ -25,6 +27,7 @@ computes a wrong result.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -55,12 +58,20 @@ class Sizes:
     launches: int         # back-to-back launches per launch-overhead sample
     repeats: int          # timed runs per kernel case
     process_repeats: int  # fresh interpreters per process case
+    calls: int = 1        # launches per timed run of a memory-bound case, then one wait
+                          # (on a GPU a wait costs a few percent of a launch)
 
 
 FULL = Sizes(saxpy=10_000_000, stencil=4096, matmul=1024, reduction=10_000_000,
              launches=10_000, repeats=10, process_repeats=5)
 QUICK = Sizes(saxpy=1_000_000, stencil=1024, matmul=256, reduction=1_000_000,
               launches=1_000, repeats=3, process_repeats=2)
+# On a GPU the arrays are larger than its last-level cache (50 MB on an H100), so that
+# memory-bound cases measure memory, not the cache.
+GPU_FULL = Sizes(saxpy=1 << 27, stencil=4096, matmul=2048, reduction=1 << 26,
+                 launches=10_000, repeats=10, process_repeats=3, calls=10)
+GPU_QUICK = Sizes(saxpy=1 << 22, stencil=1024, matmul=512, reduction=1 << 22,
+                  launches=1_000, repeats=3, process_repeats=2, calls=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +99,7 @@ class Measurement:
     peers: dict[str, Timing | None]
     correct: bool | None = None  # None where the case has no result to check
     error: str | None = None     # why kernelkit could not run the case
+    bytes_moved: int | None = None  # per run, read + written, for memory-bound cases
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +108,7 @@ class Context:
     backend: object
     peers: tuple  # peer objects from peers.PEERS, in column order
     sizes: Sizes
+    reference: dict  # measured once per run: "copy_bandwidth" (bytes per second, GPU)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +120,8 @@ class RatioTarget:
     def describe(self, primary: str | None) -> str:
         return f"kk/{primary} <= {self.limit:g}" if primary else f"ratio <= {self.limit:g}"
 
-    def verdict(self, measurement: Measurement, primary: str | None) -> str:
+    def verdict(self, measurement: Measurement, primary: str | None,
+                reference: float | None = None) -> str:
         peer = measurement.peers.get(primary) if primary else None
         if measurement.kernelkit is None or peer is None:
             return "n/a"
@@ -124,10 +138,29 @@ class AbsoluteTarget:
     def describe(self, primary: str | None) -> str:
         return f"<= {format_time(self.limit, self.unit)}"
 
-    def verdict(self, measurement: Measurement, primary: str | None) -> str:
+    def verdict(self, measurement: Measurement, primary: str | None,
+                reference: float | None = None) -> str:
         if measurement.kernelkit is None:
             return "n/a"
         return "PASS" if measurement.kernelkit.median <= self.limit else "FAIL"
+
+
+@dataclass(frozen=True, slots=True)
+class BandwidthTarget:
+    """kernelkit's bandwidth (bytes read and written per second, median) must be at least
+    `fraction` of the device-to-device copy bandwidth measured in the same run."""
+
+    fraction: float
+
+    def describe(self, primary: str | None) -> str:
+        return f">= {self.fraction:.0%} of D2D copy"
+
+    def verdict(self, measurement: Measurement, primary: str | None,
+                reference: float | None = None) -> str:
+        if measurement.kernelkit is None or not measurement.bytes_moved or not reference:
+            return "n/a"
+        achieved = measurement.bytes_moved / measurement.kernelkit.median
+        return "PASS" if achieved >= self.fraction * reference else "FAIL"
 
 
 # ---------------------------------------------------------------------------------------
@@ -257,6 +290,29 @@ def fresh_python_script(source: str, directory: str | None = None, field: int = 
 # Cases
 
 
+def _memory_bound_case(ctx: Context, size: str, operation: str, launch, outputs_and_inputs,
+                       check, peer_inputs: tuple, bytes_moved: int) -> Measurement:
+    """Time `launch(*outputs_and_inputs)` (after `check()` of its first result), `calls`
+    launches per run and one wait; the peers do `peer.<operation>(*peer_inputs)` likewise."""
+    calls = ctx.sizes.calls
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        arguments, ndrange = outputs_and_inputs()
+        launch(*arguments, ndrange=ndrange)
+        correct = check(arguments)
+
+        def run() -> None:
+            for _ in range(calls):
+                launch(*arguments, ndrange=ndrange)
+            kk.synchronize(ctx.backend)
+
+        return measure(run, ctx.sizes.repeats, calls), correct
+
+    measurement = measure_case(size, kernelkit_side, peers=lambda: measure_peers(
+        ctx, operation, peer_inputs, calls=calls))
+    return dataclasses.replace(measurement, bytes_moved=bytes_moved)
+
+
 def bench_saxpy(ctx: Context) -> Measurement:
     n = ctx.sizes.saxpy
     rng = np.random.default_rng(0)
@@ -264,21 +320,31 @@ def bench_saxpy(ctx: Context) -> Measurement:
     y_host = rng.random(n, dtype=np.float32)
     a = np.float32(2.0)
 
-    def kernelkit_side() -> tuple[Timing, bool]:
-        x = kk.to_backend(ctx.backend, x_host)
-        y = kk.to_backend(ctx.backend, y_host.copy())
-        launch = kernels.saxpy(ctx.backend, kernels.SAXPY_GROUP)
+    def arguments():
+        return (kk.to_backend(ctx.backend, y_host.copy()), a,
+                kk.to_backend(ctx.backend, x_host)), n
 
-        def run() -> None:
-            launch(y, a, x, ndrange=n)
-            kk.synchronize(ctx.backend)
+    def check(args) -> bool:
+        return agrees(kk.to_numpy(args[0]), a * x_host + y_host, rtol=1e-6)
 
-        run()
-        correct = agrees(kk.to_numpy(y), a * x_host + y_host, rtol=1e-6)
-        return measure(run, ctx.sizes.repeats), correct
+    return _memory_bound_case(ctx, f"{n:,}", "saxpy",
+                              kernels.saxpy(ctx.backend, kernels.SAXPY_GROUP), arguments, check,
+                              (y_host, a, x_host), bytes_moved=3 * 4 * n)
 
-    return measure_case(f"{n:,}", kernelkit_side,
-                        peers=lambda: measure_peers(ctx, "saxpy", (y_host, a, x_host)))
+
+def bench_copy(ctx: Context) -> Measurement:
+    n = ctx.sizes.saxpy
+    x_host = np.random.default_rng(0).random(n, dtype=np.float32)
+
+    def arguments():
+        return (kk.zeros(ctx.backend, np.float32, n), kk.to_backend(ctx.backend, x_host)), n
+
+    def check(args) -> bool:
+        return bool(np.array_equal(kk.to_numpy(args[0]), x_host))
+
+    return _memory_bound_case(ctx, f"{n:,}", "copy",
+                              kernels.copy(ctx.backend, kernels.SAXPY_GROUP), arguments, check,
+                              (np.zeros(n, np.float32), x_host), bytes_moved=2 * 4 * n)
 
 
 def bench_stencil(ctx: Context) -> Measurement:
@@ -288,21 +354,37 @@ def bench_stencil(ctx: Context) -> Measurement:
     expected = u_host.copy()
     NumpyPeer().stencil5(expected, u_host, alpha)  # numpy's step is the reference
 
-    def kernelkit_side() -> tuple[Timing, bool]:
-        u = kk.to_backend(ctx.backend, u_host)
-        out = kk.to_backend(ctx.backend, u_host.copy())  # the boundary is copied, never written
-        launch = kernels.stencil5(ctx.backend, kernels.STENCIL_GROUP)
+    def arguments():
+        # the boundary of `out` is copied from u, never written
+        return (kk.to_backend(ctx.backend, u_host.copy()), kk.to_backend(ctx.backend, u_host),
+                alpha), (edge - 2, edge - 2)
 
-        def run() -> None:
-            launch(out, u, alpha, ndrange=(edge - 2, edge - 2))
-            kk.synchronize(ctx.backend)
+    def check(args) -> bool:
+        return agrees(kk.to_numpy(args[0]), expected, rtol=1e-5)
 
-        run()
-        return measure(run, ctx.sizes.repeats), agrees(kk.to_numpy(out), expected, rtol=1e-5)
+    # Each point of u is read from memory once (its neighbours come from the cache) and
+    # each interior point of out written once.
+    interior = (edge - 2) ** 2
+    return _memory_bound_case(ctx, f"{edge}x{edge}", "stencil5",
+                              kernels.stencil5(ctx.backend, kernels.STENCIL_GROUP), arguments,
+                              check, (u_host.copy(), u_host, alpha),
+                              bytes_moved=4 * (edge * edge + interior))
 
-    return measure_case(f"{edge}x{edge}", kernelkit_side,
-                        peers=lambda: measure_peers(ctx, "stencil5",
-                                                    (u_host.copy(), u_host, alpha)))
+
+def device_copy_bandwidth(ctx: Context) -> float:
+    """Bytes read and written per second by the driver's device-to-device copy between two
+    contiguous GPU arrays of saxpy's size (`kk.copyto`), median over the run's repeats."""
+    n = ctx.sizes.saxpy
+    source = kk.zeros(ctx.backend, np.float32, n)
+    destination = kk.zeros(ctx.backend, np.float32, n)
+    calls = ctx.sizes.calls
+
+    def run() -> None:
+        for _ in range(calls):
+            kk.copyto(destination, source)
+        kk.synchronize(ctx.backend)
+
+    return 2 * 4 * n / measure(run, ctx.sizes.repeats, calls).median
 
 
 def _bench_matmul(ctx: Context, kernel) -> Measurement:
@@ -470,20 +552,26 @@ def bench_import(ctx: Context) -> Measurement:
 class Case:
     name: str
     unit: str  # how its times are shown: "s", "ms" or "us"
-    target: RatioTarget | AbsoluteTarget | None
+    targets: dict  # per backend kind: a RatioTarget, AbsoluteTarget or BandwidthTarget
     run: Callable[[Context], Measurement]
 
 
 CASES = (
-    Case("saxpy", "ms", RatioTarget(1.1), bench_saxpy),
-    Case("stencil", "ms", RatioTarget(1.1), bench_stencil),
-    Case("matmul_naive", "ms", RatioTarget(1.5), bench_matmul_naive),
-    Case("matmul_tiled", "ms", RatioTarget(1.5), bench_matmul_tiled),
-    Case("sum", "ms", None, bench_sum),
-    Case("launch_overhead", "us", AbsoluteTarget(20e-6, "us"), bench_launch_overhead),
-    Case("cold_compile", "s", AbsoluteTarget(0.3, "s"), bench_cold_compile),
-    Case("warm_start", "ms", AbsoluteTarget(0.03, "ms"), bench_warm_start),
-    Case("import", "s", AbsoluteTarget(0.3, "s"), bench_import),
+    Case("saxpy", "ms", {"cpu": RatioTarget(1.1), "cuda": BandwidthTarget(0.9)}, bench_saxpy),
+    Case("copy", "ms", {"cuda": BandwidthTarget(0.9)}, bench_copy),
+    Case("stencil", "ms", {"cpu": RatioTarget(1.1), "cuda": BandwidthTarget(0.85)},
+         bench_stencil),
+    Case("matmul_naive", "ms", {"cpu": RatioTarget(1.5)}, bench_matmul_naive),
+    Case("matmul_tiled", "ms", {"cpu": RatioTarget(1.5)}, bench_matmul_tiled),
+    Case("sum", "ms", {}, bench_sum),
+    Case("launch_overhead", "us", {"cpu": AbsoluteTarget(20e-6, "us"),
+                                   "cuda": AbsoluteTarget(5e-6, "us")}, bench_launch_overhead),
+    Case("cold_compile", "s", {"cpu": AbsoluteTarget(0.3, "s"),
+                               "cuda": AbsoluteTarget(0.3, "s")}, bench_cold_compile),
+    Case("warm_start", "ms", {"cpu": AbsoluteTarget(0.03, "ms"),
+                              "cuda": AbsoluteTarget(0.03, "ms")}, bench_warm_start),
+    Case("import", "s", {"cpu": AbsoluteTarget(0.3, "s"), "cuda": AbsoluteTarget(0.3, "s")},
+         bench_import),
 )
 
 
@@ -504,12 +592,14 @@ def format_ratio(ratio: float | None) -> str:
     return f"{ratio:.3g}x" if ratio < 1000 else f"{ratio:.0f}x"
 
 
-def status_of(case: Case, measurement: Measurement, primary: str | None) -> str:
+def status_of(case: Case, measurement: Measurement, ctx: Context, primary: str | None) -> str:
     if measurement.error is not None:
         return "ERROR"
     if measurement.correct is False:
         return "WRONG"
-    return case.target.verdict(measurement, primary) if case.target else ""
+    target = case.targets.get(ctx.backend_name)
+    return target.verdict(measurement, primary, ctx.reference.get("copy_bandwidth")) \
+        if target else ""
 
 
 def ratio_columns(peer_names: list[str], primary: str | None) -> list[str]:
@@ -522,7 +612,7 @@ def timing_record(timing: Timing | None) -> dict | None:
 
 
 def result_rows(results: list[tuple[Case, Measurement]], peer_names: list[str],
-                primary: str | None) -> list[dict]:
+                ctx: Context, primary: str | None) -> list[dict]:
     """One JSON-ready record per case; times in seconds."""
     rows = []
     for case, measurement in results:
@@ -532,6 +622,9 @@ def result_rows(results: list[tuple[Case, Measurement]], peer_names: list[str],
             peer = measurement.peers.get(name)
             ratios[name] = (kernelkit.median / peer.median
                             if kernelkit is not None and peer is not None else None)
+        target = case.targets.get(ctx.backend_name)
+        bandwidth = (measurement.bytes_moved / kernelkit.median
+                     if measurement.bytes_moved and kernelkit is not None else None)
         rows.append({
             "case": case.name,
             "size": measurement.size,
@@ -539,8 +632,13 @@ def result_rows(results: list[tuple[Case, Measurement]], peer_names: list[str],
             "kernelkit": timing_record(kernelkit),
             "peers": {name: timing_record(measurement.peers.get(name)) for name in peer_names},
             "ratios": ratios,
-            "target": case.target.describe(primary) if case.target else None,
-            "status": status_of(case, measurement, primary),
+            "target": target.describe(primary) if target else None,
+            "status": status_of(case, measurement, ctx, primary),
+            "bandwidth": bandwidth,
+            "peer_bandwidths": {name: (measurement.bytes_moved / peer["median"]
+                                       if measurement.bytes_moved and peer else None)
+                                for name, peer in ((n, timing_record(measurement.peers.get(n)))
+                                                   for n in peer_names)},
             "error": measurement.error,
         })
     return rows
@@ -567,6 +665,21 @@ def print_table(rows: list[dict], peer_names: list[str], primary: str | None) ->
     for row in rows:
         if row["error"]:
             print(f"{row['case']}: {row['error']}")
+
+
+def print_bandwidths(rows: list[dict], reference: float | None) -> None:
+    """Memory-bound cases in GB/s (bytes read and written), against the copy bandwidth."""
+    measured = [row for row in rows if row.get("bandwidth")]
+    if not measured:
+        return
+    print(f"\nbandwidth (read + written), GB/s; device-to-device copy: "
+          f"{reference / 1e9:.0f} GB/s" if reference else "\nbandwidth (read + written), GB/s")
+    for row in measured:
+        share = f" ({row['bandwidth'] / reference:.0%} of copy)" if reference else ""
+        peers = ", ".join(f"{name} {value / 1e9:.0f}" for name, value in
+                          row["peer_bandwidths"].items() if value)
+        print(f"  {row['case']}: kernelkit {row['bandwidth'] / 1e9:.0f}{share}"
+              f"{'; ' + peers if peers else ''}")
 
 
 def environment(args: argparse.Namespace) -> dict:
@@ -613,8 +726,12 @@ def main(argv: list[str] | None = None) -> int:
         for peer in peers:
             if not peer.unavailable_reason():
                 peer.set_threads(args.threads)
+    gpu = args.backend == "cuda"
+    sizes = (GPU_QUICK if args.quick else GPU_FULL) if gpu else (QUICK if args.quick else FULL)
     ctx = Context(backend_name=args.backend, backend=make_backend(args.backend, args.threads),
-                  peers=peers, sizes=QUICK if args.quick else FULL)
+                  peers=peers, sizes=sizes, reference={})
+    if gpu:
+        ctx.reference["copy_bandwidth"] = device_copy_bandwidth(ctx)
     primary = PRIMARY_PEER.get(args.backend)
     peer_names = [peer.name for peer in peers]
 
@@ -630,12 +747,14 @@ def main(argv: list[str] | None = None) -> int:
             measurement = Measurement("", None, {}, error=describe_error(exc))
         results.append((case, measurement))
 
-    rows = result_rows(results, peer_names, primary)
+    rows = result_rows(results, peer_names, ctx, primary)
     print(f"\nkernelkit benchmarks, backend {args.backend}"
           f"{' (quick sizes)' if args.quick else ''}; medians of the pooled runs\n")
     print_table(rows, peer_names, primary)
+    print_bandwidths(rows, ctx.reference.get("copy_bandwidth"))
     if args.json:
         report = {"backend": args.backend, "quick": args.quick, "primary_peer": primary,
+                  "copy_bandwidth": ctx.reference.get("copy_bandwidth"),
                   "environment": environment(args), "cases": rows}
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 1 if any(row["status"] in ("ERROR", "WRONG") for row in rows) else 0

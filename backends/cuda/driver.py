@@ -60,7 +60,8 @@ class _CurrentContext(threading.local):
     context = None
 
 
-_current = _CurrentContext()
+current = _CurrentContext()
+"""The context current to each thread, as this module last made it."""
 
 
 class Device:
@@ -100,10 +101,10 @@ class Device:
 
     def make_current(self) -> None:
         """Make this GPU's context current to the calling thread (once per thread)."""
-        if _current.context is not self.context:
+        if current.context is not self.context:
             check(cuda_driver().cuCtxSetCurrent(self.context)[0],
                   f"making GPU {self.ordinal}'s context current")
-            _current.context = self.context
+            current.context = self.context
 
     def memory_info(self) -> tuple[int, int]:
         """(free, total) bytes."""

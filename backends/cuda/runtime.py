@@ -39,7 +39,7 @@ from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize
 
 from .array import CUDAArray, foreign_key, foreign_kind, view_of_foreign
-from .driver import STICKY, DeviceMemoryError, DriverError, cuda_driver, describe
+from .driver import STICKY, DeviceMemoryError, DriverError, cuda_driver, current, describe
 
 MAX_THREADS_PER_BLOCK = 1024
 _MAX_BLOCK = (1024, 1024, 64)              # x, y, z
@@ -113,6 +113,7 @@ class PreparedKernel:
     compiled: object
     uses_print: bool
     error_record: int = 0     # device address of the bounds-check record (debug)
+    geometry: dict = dataclasses.field(default_factory=dict)  # ndrange -> header and grid
     keep: tuple = ()          # the module, the parameter array, the record's allocation
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
@@ -158,6 +159,8 @@ class CUDABackend(Backend):
             debug = os.environ.get("KERNELKIT_DEBUG", "") not in ("", "0")
         self.debug = bool(debug)
         self._stream = gpus.Stream(self._gpu)
+        self._stream_handle = self._stream.handle
+        self._context = self._gpu.context
         self.stream_handle = self._stream.address
         arch, exact = architecture_for(*self._gpu.compute_capability)
         self.arch = arch
@@ -641,35 +644,50 @@ class CUDABackend(Backend):
         return self._adopt(value, foreign_kind(value), name).fields
 
     def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
-        ndim = prepared.ndim
-        groups = [-(-n // g) for n, g in zip(ndrange, workgroupsize)]
-        if 0 in groups:
+        geometry = prepared.geometry.get(ndrange)
+        if geometry is None:
+            geometry = self._geometry(prepared, ndrange, workgroupsize)
+        if geometry is _EMPTY:
             return
-        fields = [*ndrange, *groups, prepared.error_record]
+        header, gx, gy, gz = geometry
+        fields = [*header]
         for pack, value in zip(prepared.packers, args):
-            fields.extend(pack(value))
-        if ndim == 1:
-            grid = (groups[0], 1, 1)
-        else:
-            grid = (*reversed(groups), 1) if ndim == 2 else tuple(reversed(groups))
-            if grid[1] > 65535 or grid[2] > 65535:
-                raise LaunchError(f"kernel '{prepared.name}': {groups} work-groups; CUDA allows "
-                                  f"at most 65535 along each axis but the last (make the last "
-                                  f"axis of the ndrange the longest)")
-        if grid[0] > _MAX_GRID[0]:
-            raise LaunchError(f"kernel '{prepared.name}': {grid[0]} work-groups along the last "
-                              f"axis; CUDA allows at most {_MAX_GRID[0]}")
-        self._gpu.make_current()
+            fields += pack(value)
+        if current.context is not self._context:
+            self._gpu.make_current()
         bx, by, bz = prepared.block
         with prepared.lock:
             prepared.struct.pack_into(prepared.record, 0, *fields)
-            (result,) = _launch_kernel(prepared.function, grid[0], grid[1], grid[2], bx, by, bz,
-                                       0, self._stream.handle, prepared.params, 0)
+            (result,) = _launch_kernel(prepared.function, gx, gy, gz, bx, by, bz, 0,
+                                       self._stream_handle, prepared.params, 0)
         if result:
             raise self._failure(result, f"launching kernel '{prepared.name}'")
         self._launched[prepared] = None
         if prepared.uses_print:
             self._printed = True
+
+    def _geometry(self, prepared: PreparedKernel, ndrange, workgroupsize):
+        """(launch record header, grid x, y, z) of a launch over `ndrange`, kept per kernel;
+        _EMPTY for an empty ndrange."""
+        groups = [-(-n // g) for n, g in zip(ndrange, workgroupsize)]
+        if 0 in groups:
+            return _EMPTY
+        grid = tuple(reversed(groups)) + (1,) * (3 - len(groups))
+        if grid[1] > _MAX_GRID[1] or grid[2] > _MAX_GRID[2]:
+            raise LaunchError(f"kernel '{prepared.name}': {tuple(groups)} work-groups; CUDA "
+                              f"allows at most 65535 along each axis but the last (make the "
+                              f"last axis of the ndrange the longest)")
+        if grid[0] > _MAX_GRID[0]:
+            raise LaunchError(f"kernel '{prepared.name}': {grid[0]} work-groups along the last "
+                              f"axis; CUDA allows at most {_MAX_GRID[0]}")
+        geometry = ((*ndrange, *groups, prepared.error_record), *grid)
+        if len(prepared.geometry) >= 64:
+            prepared.geometry.clear()
+        prepared.geometry[ndrange] = geometry
+        return geometry
+
+
+_EMPTY = object()
 
 
 def _launch_kernel(*args):
