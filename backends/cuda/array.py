@@ -41,7 +41,7 @@ class CUDAArray:
     """Memory on a GPU with a shape, a dtype and byte strides."""
 
     __slots__ = ("backend", "pointer", "shape", "dtype", "strides", "owner", "fields", "key",
-                 "__weakref__")
+                 "readonly", "foreign_device", "__weakref__")
     __array_priority__ = 100  # NumPy operators defer to it (and then fail with a clear error)
 
     def __init__(self, backend, pointer: int, shape, dtype, strides=None, owner=None):
@@ -55,6 +55,8 @@ class CUDAArray:
         self.dtype = dtype
         self.strides = strides
         self.owner = owner
+        self.readonly = False        # another library's read-only array
+        self.foreign_device = None   # the GPU another library's array says it is on
         contiguous = is_c_contiguous(shape, strides, dtype.itemsize)
         self.key = ("cuda", dtype, len(shape), contiguous)
         itemsize = dtype.itemsize
@@ -189,8 +191,11 @@ class CUDAArray:
         return self._view(pointer, tuple(shape), tuple(strides))
 
     def _view(self, pointer, shape, strides) -> CUDAArray:
-        return CUDAArray(self.backend, pointer, shape, self.dtype, strides,
+        view = CUDAArray(self.backend, pointer, shape, self.dtype, strides,
                          self.owner if self.owner is not None else self)
+        view.readonly = self.readonly
+        view.foreign_device = self.foreign_device
+        return view
 
     # -- exchange -------------------------------------------------------------------------
 
@@ -217,7 +222,8 @@ class CUDAArray:
         versioned = max_version is not None and tuple(max_version) >= dlpack.VERSION
         return dlpack.export_capsule(array, array.pointer, array.shape,
                                      tuple(s // array.itemsize for s in array.strides),
-                                     array.dtype, array.__dlpack_device__(), versioned)
+                                     array.dtype, array.__dlpack_device__(), versioned,
+                                     read_only=array.readonly, copied=array is not self)
 
 
 def foreign_kind(value) -> str | None:
@@ -249,8 +255,10 @@ def foreign_key(value, kind: str):
         shape = tuple(interface["shape"])
         strides = interface.get("strides")
         contiguous = strides is None or is_c_contiguous(shape, strides, dtype.itemsize)
-        return ("cuda", dtype, len(shape), contiguous)
-    return view_of_foreign(None, value, kind, None, "argument").key
+        key = ("cuda", dtype, len(shape), contiguous)
+        return key + ("read-only",) if interface["data"][1] else key
+    view = view_of_foreign(None, value, kind, None, "argument")
+    return view.key + ("read-only",) if view.readonly else view.key
 
 
 def view_of_foreign(backend, value, kind: str, consumer_stream: int | None,
@@ -266,8 +274,10 @@ def view_of_foreign(backend, value, kind: str, consumer_stream: int | None,
         stream = interface.get("stream")
         if backend is not None and stream is not None:
             backend.wait_for_stream(int(stream))
-        return CUDAArray(backend, pointer, interface["shape"], dtype, interface.get("strides"),
-                         owner=value)
+        array = CUDAArray(backend, pointer, interface["shape"], dtype, interface.get("strides"),
+                          owner=value)
+        array.readonly = bool(interface["data"][1])
+        return array
     try:
         capsule = value.__dlpack__(stream=consumer_stream, max_version=dlpack.VERSION)
     except TypeError:  # a producer older than DLPack 1.0
@@ -278,5 +288,9 @@ def view_of_foreign(backend, value, kind: str, consumer_stream: int | None,
                           "kernels do not support (use bool, int8..int64, uint8..uint64 or "
                           "float16/32/64)")
     itemsize = tensor.dtype.itemsize
-    return CUDAArray(backend, tensor.pointer, tensor.shape, tensor.dtype,
-                     tuple(s * itemsize for s in tensor.strides), owner=(value, tensor))
+    array = CUDAArray(backend, tensor.pointer, tensor.shape, tensor.dtype,
+                      tuple(s * itemsize for s in tensor.strides), owner=(value, tensor))
+    array.readonly = tensor.read_only
+    if tensor.device_type == dlpack.CUDA:
+        array.foreign_device = tensor.device_id
+    return array

@@ -19,6 +19,7 @@ CUDA_MANAGED = 13  # kDLCUDAManaged
 DEVICE_ACCESSIBLE = (CUDA, CUDA_HOST, CUDA_MANAGED)
 
 READ_ONLY = 1      # DLPACK_FLAG_BITMASK_READ_ONLY
+IS_COPIED = 2      # DLPACK_FLAG_BITMASK_IS_COPIED
 VERSION = (1, 0)
 
 _INT, _UINT, _FLOAT, _BOOL = 0, 1, 2, 6
@@ -114,7 +115,7 @@ def dtype_of(code: int, bits: int, lanes: int = 1) -> np.dtype | None:
 
 def export_capsule(owner, pointer: int, shape: tuple[int, ...], strides: tuple[int, ...],
                    dtype: np.dtype, device: tuple[int, int], versioned: bool,
-                   read_only: bool = False):
+                   read_only: bool = False, copied: bool = False):
     """A DLPack capsule for memory at `pointer` (strides in elements); `owner` stays alive
     until the consumer deletes the tensor."""
     dtype = np.dtype(dtype)
@@ -125,8 +126,9 @@ def export_capsule(owner, pointer: int, shape: tuple[int, ...], strides: tuple[i
                       DLDataType(_CODES[dtype.kind], dtype.itemsize * 8, 1),
                       shape_array, strides_array, 0)
     if versioned:
-        managed = DLManagedTensorVersioned(DLPackVersion(*VERSION), None, _deleter,
-                                           READ_ONLY if read_only else 0, tensor)
+        flags = (READ_ONLY if read_only else 0) | (IS_COPIED if copied else 0)
+        managed = DLManagedTensorVersioned(DLPackVersion(*VERSION), None, _deleter, flags,
+                                           tensor)
         name = _VERSIONED_NAME
     else:
         managed = DLManagedTensor(tensor, None, _deleter)

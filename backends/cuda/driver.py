@@ -7,6 +7,7 @@ The context current to a thread is the GPU's primary context, the one CuPy and P
 use, so their pointers and ours are valid in each other's kernels."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 
@@ -67,9 +68,12 @@ current = _CurrentContext()
 class Device:
     """One GPU: its primary context, compute capability and memory pool."""
 
-    def __init__(self, ordinal: int):
+    def __init__(self, ordinal: int, several: bool):
         cu = cuda_driver()
         self.ordinal = ordinal
+        # With several GPUs, other code (PyTorch, CuPy, Numba) switches the current
+        # context behind our back: set it before every use instead of trusting `current`.
+        self.several = several
         error, self.handle = cu.cuDeviceGet(ordinal)
         check(error, f"cuDeviceGet({ordinal})")
         error, name = cu.cuDeviceGetName(256, self.handle)
@@ -79,20 +83,34 @@ class Device:
         check(error, f"retaining the primary context of GPU {ordinal}")
         self.make_current()
         attribute = cu.CUdevice_attribute
-        self.compute_capability = (self.attribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-                                   self.attribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
-        self.multiprocessors = self.attribute(attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        self.pool = None
-        if self.attribute(attribute.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED):
-            error, pool = cu.cuDeviceGetDefaultMemPool(self.handle)
-            check(error, "cuDeviceGetDefaultMemPool")
-            # Keep freed memory in the pool instead of returning it to the driver at
-            # every synchronize: allocation then costs microseconds.
+        self.compute_capability = (
+            self.attribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            self.attribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        self.stream_ordered = bool(
+            self.attribute(attribute.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED))
+        self.pool = self._own_pool() if self.stream_ordered else None
+
+    def _own_pool(self):
+        """A memory pool of our own that keeps freed memory for the next allocation (an
+        allocation then costs microseconds), leaving the device's default pool, which
+        other libraries share, as it is. None where it cannot be made: then allocations
+        come from the default pool."""
+        cu = cuda_driver()
+        try:
+            properties = cu.CUmemPoolProps()
+            properties.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+            properties.handleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+            properties.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            properties.location.id = self.ordinal
+            error, pool = cu.cuMemPoolCreate(properties)
+            if error:
+                return None
             threshold = cu.cuuint64_t(0xFFFFFFFFFFFFFFFF)
-            check(cu.cuMemPoolSetAttribute(
-                pool, cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold)[0],
-                "setting the memory pool's release threshold")
-            self.pool = pool
+            error, = cu.cuMemPoolSetAttribute(
+                pool, cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold)
+            return pool if not error else None
+        except Exception:  # bindings without pool properties: the default pool serves
+            return None
 
     def attribute(self, attribute) -> int:
         error, value = cuda_driver().cuDeviceGetAttribute(attribute, self.handle)
@@ -100,8 +118,8 @@ class Device:
         return value
 
     def make_current(self) -> None:
-        """Make this GPU's context current to the calling thread (once per thread)."""
-        if current.context is not self.context:
+        """Make this GPU's context current to the calling thread."""
+        if self.several or current.context is not self.context:
             check(cuda_driver().cuCtxSetCurrent(self.context)[0],
                   f"making GPU {self.ordinal}'s context current")
             current.context = self.context
@@ -111,6 +129,39 @@ class Device:
         self.make_current()
         error, free, total = cuda_driver().cuMemGetInfo()
         return (free, total) if not error else (0, 0)
+
+
+@contextlib.contextmanager
+def pushed(gpu: Device):
+    """`gpu`'s context current for a moment, the thread's own restored after (for code
+    that can run anywhere: finalizers, another backend's stream)."""
+    cu = cuda_driver()
+    check(cu.cuCtxPushCurrent(gpu.context)[0], f"making GPU {gpu.ordinal}'s context current")
+    try:
+        yield
+    finally:
+        cu.cuCtxPopCurrent()
+
+
+def order_after(waiter, producer, producer_gpu: Device | None = None) -> None:
+    """Work queued later on stream `waiter` runs after what stream `producer` has queued
+    so far (an event recorded on `producer` in its own context, waited for by `waiter`,
+    which may be on another GPU). Without `producer_gpu` (another library's stream) the
+    event is made in the current context, and where the stream belongs to another one
+    the host waits for the producer instead."""
+    cu = cuda_driver()
+    flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING.value
+    with pushed(producer_gpu) if producer_gpu is not None else contextlib.nullcontext():
+        error, event = cu.cuEventCreate(flags)
+        check(error, "cuEventCreate")
+        try:
+            recorded, = cu.cuEventRecord(event, producer)
+            if recorded:
+                check(cu.cuStreamSynchronize(producer)[0], "waiting for another stream")
+                return
+            check(cu.cuStreamWaitEvent(waiter, event, 0)[0], "ordering one stream after another")
+        finally:
+            cu.cuEventDestroy(event)
 
 
 def device_count() -> int:
@@ -127,7 +178,7 @@ def device(ordinal: int) -> Device:
     if not 0 <= ordinal < count:
         raise BackendError(f"there is no GPU {ordinal}: this machine has {count} "
                            f"(numbered 0 to {count - 1})")
-    return Device(ordinal)
+    return Device(ordinal, several=count > 1)
 
 
 class Stream:
@@ -144,7 +195,7 @@ class Stream:
 
     def __del__(self):
         try:
-            self.device.make_current()
-            cuda_driver().cuStreamDestroy(self.handle)
+            with pushed(self.device):
+                cuda_driver().cuStreamDestroy(self.handle)
         except Exception:  # at interpreter exit the driver may be gone already
             pass

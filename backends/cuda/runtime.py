@@ -39,7 +39,8 @@ from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize
 
 from .array import CUDAArray, foreign_key, foreign_kind, view_of_foreign
-from .driver import STICKY, DeviceMemoryError, DriverError, cuda_driver, current, describe
+from .driver import (STICKY, DeviceMemoryError, DriverError, cuda_driver, current, describe,
+                     order_after, pushed)
 
 MAX_THREADS_PER_BLOCK = 1024
 _MAX_BLOCK = (1024, 1024, 64)              # x, y, z
@@ -128,14 +129,16 @@ class _Allocation:
         self.nbytes = nbytes
 
 
-def _free(gpu, stream, pointer: int, pooled: bool) -> None:
+def _free(gpu, stream, pointer: int) -> None:
+    """Free an allocation, queued on the stream of the backend that made it (whose stream
+    other backends' work on the memory has been ordered before)."""
     try:
-        gpu.make_current()
         cu = cuda_driver()
-        if pooled:
-            cu.cuMemFreeAsync(pointer, stream.handle)
-        else:
-            cu.cuMemFree(pointer)
+        with pushed(gpu):
+            if gpu.stream_ordered:
+                cu.cuMemFreeAsync(pointer, stream.handle)
+            else:
+                cu.cuMemFree(pointer)
     except Exception:  # at exit, or after a failed launch lost the context: nothing to do
         pass
 
@@ -167,10 +170,11 @@ class CUDABackend(Backend):
         self._target = PTXTarget(arch, cubin=exact)
         self._launched: dict[PreparedKernel, None] = {}   # since the last synchronize
         self._keep: list = []     # what queued work reads: host buffers, imported tensors
-        self._event = None
+        self._touched: list = []  # other backends whose arrays the launch being packed uses
         self._printed = False
         self._lost: str | None = None   # why the context cannot be used any more
         from kernelkit.compiler import driver  # noqa: F401 - set up now, not at a launch
+        _instances.add(self)
 
     def __repr__(self) -> str:
         return (f"CUDABackend(device={self.device}{', debug=True' if self.debug else ''}) "
@@ -260,33 +264,32 @@ class CUDABackend(Backend):
             raise first
 
     def wait_for_stream(self, stream: int | None) -> None:
-        """Order this backend's later work after what is queued on `stream` (a handle)."""
+        """Order this backend's later work after what is queued on `stream` (another
+        library's stream handle)."""
         if stream in _LEGACY_STREAMS or stream == self.stream_handle:
-            return
-        cu = cuda_driver()
-        event = self._stream_event()
-        self._check(cu.cuEventRecord(event, stream)[0], "recording an event")
-        self._check(cu.cuStreamWaitEvent(self._stream.handle, event, 0)[0],
-                    "ordering the stream after another")
+            return  # our stream and the legacy default stream synchronize implicitly
+        self._enter()
+        order_after(self._stream_handle, stream)
 
     def make_stream_wait(self, stream: int | None) -> None:
         """Order what is queued later on `stream` after this backend's work so far."""
         if stream in _LEGACY_STREAMS or stream == self.stream_handle:
-            return  # our stream and the legacy default stream synchronize implicitly
+            return
         self._enter()
-        cu = cuda_driver()
-        event = self._stream_event()
-        self._check(cu.cuEventRecord(event, self._stream.handle)[0], "recording an event")
-        self._check(cu.cuStreamWaitEvent(stream, event, 0)[0],
-                    "ordering another stream after this one")
+        order_after(stream, self._stream_handle, self._gpu)
 
-    def _stream_event(self):
-        if self._event is None:
-            cu = cuda_driver()
-            error, self._event = cu.cuEventCreate(
-                cu.CUevent_flags.CU_EVENT_DISABLE_TIMING.value)
-            self._check(error, "cuEventCreate")
-        return self._event
+    def wait_for_backend(self, other: CUDABackend) -> None:
+        """Order this backend's later work after what `other` has queued so far."""
+        if other is not self:
+            self._enter()
+            order_after(self._stream_handle, other._stream_handle, other._gpu)
+
+    def _wait_for_other_backends(self) -> None:
+        """Before the host reads GPU memory: every other backend on this GPU has run what
+        it queued (it may have written the memory: another library's array, say)."""
+        for backend in list(_instances):
+            if backend is not self and backend.device == self.device and backend._launched:
+                backend.synchronize()
 
     def _keep_until_done(self, value) -> None:
         """Keep `value` alive until the work queued so far has run."""
@@ -304,10 +307,12 @@ class CUDABackend(Backend):
         if nbytes == 0:
             return _Allocation(0, 0)
         cu = cuda_driver()
-        pooled = self._gpu.pool is not None
+        gpu = self._gpu
         for attempt in range(2):
-            if pooled:
-                error, pointer = cu.cuMemAllocAsync(nbytes, self._stream.handle)
+            if gpu.pool is not None:
+                error, pointer = cu.cuMemAllocFromPoolAsync(nbytes, gpu.pool, self._stream_handle)
+            elif gpu.stream_ordered:
+                error, pointer = cu.cuMemAllocAsync(nbytes, self._stream_handle)
             else:
                 error, pointer = cu.cuMemAlloc(nbytes)
             if not error:
@@ -316,9 +321,9 @@ class CUDABackend(Backend):
                 self._check(error, f"allocating {nbytes} bytes")
             if attempt == 0:  # arrays waiting to be collected, frees waiting on the stream
                 gc.collect()
-                cu.cuStreamSynchronize(self._stream.handle)
-                if pooled:
-                    cu.cuMemPoolTrimTo(self._gpu.pool, 0)
+                cu.cuStreamSynchronize(self._stream_handle)
+                if gpu.pool is not None:
+                    cu.cuMemPoolTrimTo(gpu.pool, 0)
         else:
             free, total = self._gpu.memory_info()
             raise DeviceMemoryError(
@@ -326,7 +331,7 @@ class CUDABackend(Backend):
                 f"{tuple(shape)} and dtype {dtype} needs {_bytes(nbytes)}; {_bytes(free)} of "
                 f"{_bytes(total)} are free")
         allocation = _Allocation(int(pointer), nbytes)
-        weakref.finalize(allocation, _free, self._gpu, self._stream, int(pointer), pooled)
+        weakref.finalize(allocation, _free, gpu, self._stream, int(pointer))
         return allocation
 
     def allocate(self, dtype, shape):
@@ -379,9 +384,7 @@ class CUDABackend(Backend):
         if type(array) is CUDAArray:
             if array.backend is self or array.backend.device == self.device:
                 return array
-            copy = self.allocate(array.dtype, array.shape)
-            self.copyto(copy, array)
-            return copy
+            return self.copy(array)  # from another GPU
         kind = foreign_kind(array)
         if kind is not None:
             return self._adopt(array, kind, "array")
@@ -392,6 +395,7 @@ class CUDABackend(Backend):
 
     def to_numpy(self, array) -> np.ndarray:
         array = self._device_array(array, "array")
+        self._wait_for_other_backends()
         host = self._download(array)
         self.synchronize()
         return host
@@ -414,6 +418,7 @@ class CUDABackend(Backend):
             _check_shapes(destination.shape, source.shape)
             if destination.flags.c_contiguous and destination.dtype == source.dtype and \
                     source.is_c_contiguous:
+                self._wait_for_other_backends()
                 self._enter()
                 self._check(cuda_driver().cuMemcpyDtoHAsync(
                     destination.ctypes.data, source.pointer, source.nbytes,
@@ -442,9 +447,26 @@ class CUDABackend(Backend):
         if destination.dtype != source.dtype:
             raise BackendError(f"copyto: the destination is {destination.dtype} and the source "
                                f"{source.dtype}; GPU copies do not convert (convert on the host)")
-        if source.backend is not None and source.backend is not self:
-            self.wait_for_stream(source.backend.stream_handle)
-        self._copy_on_device(destination, source)
+        owners = [a.backend for a in (destination, source) if a.backend is not self]
+        for owner in owners:
+            self.wait_for_backend(owner)
+        if source.backend.device != self.device:
+            self._copy_from_another_gpu(destination, source)
+        else:
+            self._copy_on_device(destination, source)
+        for owner in owners:
+            owner.wait_for_backend(self)
+
+    def _copy_from_another_gpu(self, destination: CUDAArray, source: CUDAArray) -> None:
+        """The driver copies contiguous memory between GPUs; a kernel reads only its own."""
+        if not source.is_c_contiguous:
+            source = source.backend.copy(source)
+            self.wait_for_backend(source.backend)
+        staged = destination if destination.is_c_contiguous else \
+            self.allocate(destination.dtype, destination.shape)
+        self._copy_on_device(staged, source)
+        if staged is not destination:
+            self._copy_on_device(destination, staged)
 
     def _copy_on_device(self, destination: CUDAArray, source: CUDAArray) -> None:
         if destination.size == 0:
@@ -506,8 +528,13 @@ class CUDABackend(Backend):
         except Exception as error:  # the producer refused, and says why
             raise LaunchError(f"argument '{name}' ({type(value).__name__}) cannot be seen as a "
                               f"GPU array: {error}") from error
-        if kind == "dlpack":
-            self._keep_until_done(array.owner)
+        device = array.foreign_device
+        if device is None and self._gpu.several and array.pointer:
+            device = _device_of(value, kind)
+        if device is not None and device != self.device:
+            raise LaunchError(f"argument '{name}' ({type(value).__name__}) is on GPU {device}; "
+                              f"{self!r} runs on GPU {self.device}: move it there first")
+        self._keep_until_done(array.owner)  # until the work queued with it has run
         return array
 
     # -- kernels --------------------------------------------------------------------------
@@ -542,6 +569,10 @@ class CUDABackend(Backend):
                                   f"{type(value).__name__}; kernels take GPU arrays "
                                   f"(kk.to_backend, CuPy, PyTorch) and Python or NumPy scalars")
             value = self._adopt(value, kind, name)
+        if value.readonly and not const:
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is read-only (its "
+                              f"{type(value.owner).__name__} says so); annotate the parameter "
+                              f"kk.Const if the kernel only reads it")
         if value.fields is None:
             raise LaunchError(f"kernel '{kernel}': argument '{name}' has strides "
                               f"{value.strides} that are not multiples of its item size "
@@ -639,7 +670,8 @@ class CUDABackend(Backend):
                 raise LaunchError(f"argument '{name}' is on GPU {value.backend.device}; "
                                   f"{self!r} runs on GPU {self.device}: move it with "
                                   f"kk.to_backend(backend, array)")
-            self.wait_for_stream(value.backend.stream_handle)
+            self.wait_for_backend(value.backend)
+            self._touched.append(value.backend)  # its stream waits for this launch
             return value.fields
         return self._adopt(value, foreign_kind(value), name).fields
 
@@ -661,8 +693,13 @@ class CUDABackend(Backend):
             (result,) = _launch_kernel(prepared.function, gx, gy, gz, bx, by, bz, 0,
                                        self._stream_handle, prepared.params, 0)
         if result:
+            self._touched.clear()
             raise self._failure(result, f"launching kernel '{prepared.name}'")
         self._launched[prepared] = None
+        if self._touched:
+            for owner in dict.fromkeys(self._touched):
+                owner.wait_for_backend(self)
+            self._touched.clear()
         if prepared.uses_print:
             self._printed = True
 
@@ -723,6 +760,7 @@ def _device_of(array, kind: str) -> int:
 
 
 _default_backends: dict[int, CUDABackend] = {}
+_instances: weakref.WeakSet = weakref.WeakSet()
 
 
 def default_backend(device: int) -> CUDABackend:

@@ -22,6 +22,7 @@ OK = real.CUresult.CUDA_SUCCESS
 OUT_OF_MEMORY = real.CUresult.CUDA_ERROR_OUT_OF_MEMORY
 MEMORY = 1 << 34   # what the stand-in GPU has
 _buffers: dict[int, ctypes.Array] = {}
+calls: list = []   # what was asked of the stand-in that tests may look at
 _streams = [0x5000]
 
 
@@ -59,6 +60,16 @@ def cuCtxSetCurrent(context):
     return (OK,)
 
 
+def cuCtxPushCurrent(context):
+    calls.append("push")
+    return (OK,)
+
+
+def cuCtxPopCurrent():
+    calls.append("pop")
+    return (OK, Handle(1))
+
+
 def cuDeviceGetAttribute(attribute, device):
     names = real.CUdevice_attribute
     return (OK, {names.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: 9,
@@ -69,6 +80,11 @@ def cuDeviceGetAttribute(attribute, device):
 
 def cuDeviceGetDefaultMemPool(device):
     return (OK, Handle(7))
+
+
+def cuMemPoolCreate(properties):
+    assert properties.location.type == real.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    return (OK, Handle(8))
 
 
 def cuMemPoolSetAttribute(pool, attribute, value):
@@ -106,6 +122,11 @@ def _allocate(size):
 
 
 def cuMemAllocAsync(size, stream):
+    return _allocate(size)
+
+
+def cuMemAllocFromPoolAsync(size, pool, stream):
+    assert int(pool) == 8, "from the backend's own pool"
     return _allocate(size)
 
 
@@ -194,10 +215,16 @@ def cuEventCreate(flags):
 
 
 def cuEventRecord(event, stream):
+    calls.append(("record", int(stream)))
     return (OK,)
 
 
 def cuStreamWaitEvent(stream, event, flags):
+    calls.append(("wait", int(stream)))
+    return (OK,)
+
+
+def cuEventDestroy(event):
     return (OK,)
 
 
@@ -230,13 +257,17 @@ def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, ext
     return (OK,)
 
 
+_DEFINED = {name for name in dir() if name.startswith("cu")}
+
+
 def _install() -> None:
     module = types.ModuleType("cuda.bindings.driver")
     for name in dir(real):
-        setattr(module, name, getattr(real, name))
-    for name, value in globals().items():
-        if name.startswith("cu"):
-            setattr(module, name, value)
+        value = getattr(real, name)
+        if isinstance(value, type) or not callable(value):  # types and enums; every
+            setattr(module, name, value)  # function comes from here: a missing one fails
+    for name in _DEFINED:
+        setattr(module, name, globals()[name])
     sys.modules["cuda.bindings.driver"] = module
     import cuda.bindings
     cuda.bindings.driver = module

@@ -111,6 +111,104 @@ def test_launches_are_asynchronous_and_stream_ordered(gpu):
     np.testing.assert_array_equal(host, np.full(n, 50, np.float32))
 
 
+def test_a_view_much_taller_than_a_grid_axis_copies(gpu):
+    # 70000 rows: more than CUDA's 65535 groups along any grid axis but x.
+    host = np.arange(70000 * 2, dtype=np.float32).reshape(70000, 2)
+    wide = kk.zeros(gpu, np.float32, (70000, 5))
+    kk.copyto(wide[:, 1:3], host)
+    np.testing.assert_array_equal(kk.to_numpy(wide[:, 1:3]), host)
+    np.testing.assert_array_equal(kk.to_numpy(wide[:, 0]), np.zeros(70000, np.float32))
+
+
+def test_two_backends_on_one_gpu_see_each_others_writes_in_order(gpu):
+    other = CUDABackend(device=gpu.device)
+    n = 1 << 22
+    y = kk.zeros(gpu, np.float32, n)           # gpu's array, written on other's stream
+    for _ in range(20):
+        add_one(other, 256)(y, ndrange=n)
+    add_one(gpu, 256)(y, ndrange=n)            # queued on gpu's stream after them
+    np.testing.assert_array_equal(kk.to_numpy(y), np.full(n, 21, np.float32))
+    z = kk.zeros(other, np.float32, n)
+    for _ in range(20):
+        add_one(gpu, 256)(z, ndrange=n)
+    host = np.empty(n, np.float32)
+    kk.copyto(host, z)                          # through other, the owner
+    np.testing.assert_array_equal(host, np.full(n, 20, np.float32))
+
+
+@pytest.mark.skipif(not ON_HOST_DRIVER, reason="reads what the host stand-in for the driver "
+                                               "was asked; on a GPU the test above checks it")
+def test_a_launch_with_another_backends_array_orders_both_streams(gpu):
+    import host_driver
+    other = CUDABackend(device=gpu.device)
+    y = kk.zeros(gpu, np.float32, 64)
+    add_one(other, 64)(y, ndrange=64)            # compiled and loaded: now count
+    host_driver.calls.clear()
+    add_one(other, 64)(y, ndrange=64)
+    waits = [call for call in host_driver.calls if call[0] == "wait"]
+    assert waits == [("wait", other.stream_handle), ("wait", gpu.stream_handle)]
+
+
+def test_launches_from_another_thread_run_on_the_same_gpu(gpu):
+    import threading
+    y = kk.zeros(gpu, np.float32, 1000)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(10):
+                add_one(gpu, 128)(y, ndrange=1000)
+            kk.synchronize(gpu)
+        except Exception as error:  # reported below, in the test's thread
+            errors.append(error)
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    np.testing.assert_array_equal(kk.to_numpy(y), np.full(1000, 10, np.float32))
+
+
+class Interface:
+    """Another library's array, as the CUDA array interface shows it."""
+
+    def __init__(self, array, read_only=False):
+        self.array = array
+        interface = dict(array.__cuda_array_interface__)
+        interface["data"] = (array.pointer, read_only)
+        self.__cuda_array_interface__ = interface
+
+
+class DLPackOnly:
+    """Another library's array that speaks only DLPack (as JAX's do)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None, max_version=None):
+        return self.array.__dlpack__(stream=stream, max_version=max_version)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_arrays_of_other_libraries_by_either_protocol_are_arguments(gpu):
+    x = kk.to_backend(gpu, np.arange(100, dtype=np.float32))
+    y = kk.ones(gpu, np.float32, 100)
+    saxpy(gpu, 64)(Interface(y), 2.0, DLPackOnly(x), ndrange=100)
+    np.testing.assert_array_equal(kk.to_numpy(y), 2 * np.arange(100) + 1)
+    assert kk.get_backend(Interface(y)) is gpu
+    np.testing.assert_array_equal(kk.to_numpy(DLPackOnly(x)), np.arange(100))
+
+
+def test_a_read_only_array_of_another_library_is_only_taken_for_a_const_parameter(gpu):
+    x = Interface(kk.to_backend(gpu, np.arange(8, dtype=np.float32)), read_only=True)
+    y = kk.zeros(gpu, np.float32, 8)
+    saxpy(gpu, 8)(y, 1.0, x, ndrange=8)        # x is kk.Const: fine
+    np.testing.assert_array_equal(kk.to_numpy(y), np.arange(8))
+    with pytest.raises(kk.LaunchError, match=r"argument 'y' is read-only.*kk.Const"):
+        saxpy(gpu, 8)(x, 1.0, y, ndrange=8)
+
+
 # --- errors --------------------------------------------------------------------------
 
 
