@@ -8,6 +8,7 @@ the layout against NumPy, which speaks DLPack for host memory."""
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,33 +73,113 @@ _api.PyCapsule_GetPointer.restype = ctypes.c_void_p
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-# The same two functions taking the capsule's address: a capsule's destructor gets that.
-_is_valid_raw = _api["PyCapsule_IsValid"]
-_is_valid_raw.restype = ctypes.c_int
-_is_valid_raw.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_get_pointer_raw = _api["PyCapsule_GetPointer"]
-_get_pointer_raw.restype = ctypes.c_void_p
-_get_pointer_raw.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
-# What an exported tensor keeps alive (its structs and the exporting array), by the
-# address of its managed struct, until the consumer (or the unused capsule) deletes it.
-_exported: dict[int, tuple] = {}
+# The deleter of an exported tensor and the destructor of its capsule are native code:
+# they may run while an exception is being raised (a capsule dropped on the way out of a
+# failed call), or from another library's exit handlers after the interpreter has shut
+# down, where Python code cannot run. The deleter drops the one reference that
+# `manager_ctx` holds (on what keeps the structs and the exporting array alive); the
+# destructor deletes a tensor no consumer took (a consumer renames the capsule).
+_NATIVE = """
+declare i32 @Py_IsInitialized()
+declare i32 @PyGILState_Ensure()
+declare void @PyGILState_Release(i32)
+declare void @PyErr_Fetch(ptr, ptr, ptr)
+declare void @PyErr_Restore(ptr, ptr, ptr)
+declare void @Py_DecRef(ptr)
+declare i32 @PyCapsule_IsValid(ptr, ptr)
+declare ptr @PyCapsule_GetPointer(ptr, ptr)
+
+@legacy = private constant [9 x i8] c"dltensor\\00"
+@versioned = private constant [19 x i8] c"dltensor_versioned\\00"
+
+define private void @release(ptr %managed, i64 %context_offset) {{
+entry:
+  %type = alloca ptr
+  %value = alloca ptr
+  %traceback = alloca ptr
+  %initialized = call i32 @Py_IsInitialized()
+  %alive = icmp ne i32 %initialized, 0
+  br i1 %alive, label %drop, label %done
+drop:
+  %state = call i32 @PyGILState_Ensure()
+  call void @PyErr_Fetch(ptr %type, ptr %value, ptr %traceback)
+  %slot = getelementptr i8, ptr %managed, i64 %context_offset
+  %holder = load ptr, ptr %slot
+  call void @Py_DecRef(ptr %holder)
+  %t = load ptr, ptr %type
+  %v = load ptr, ptr %value
+  %tb = load ptr, ptr %traceback
+  call void @PyErr_Restore(ptr %t, ptr %v, ptr %tb)
+  call void @PyGILState_Release(i32 %state)
+  br label %done
+done:
+  ret void
+}}
+
+define void @kk_dlpack_delete_legacy(ptr %managed) {{
+  call void @release(ptr %managed, i64 {legacy_context})
+  ret void
+}}
+
+define void @kk_dlpack_delete_versioned(ptr %managed) {{
+  call void @release(ptr %managed, i64 {versioned_context})
+  ret void
+}}
+
+define private void @call_deleter(ptr %capsule, ptr %name, i64 %deleter_offset) {{
+entry:
+  %managed = call ptr @PyCapsule_GetPointer(ptr %capsule, ptr %name)
+  %slot = getelementptr i8, ptr %managed, i64 %deleter_offset
+  %deleter = load ptr, ptr %slot
+  %present = icmp ne ptr %deleter, null
+  br i1 %present, label %call, label %done
+call:
+  call void %deleter(ptr %managed)
+  br label %done
+done:
+  ret void
+}}
+
+define void @kk_dlpack_capsule_destructor(ptr %capsule) {{
+entry:
+  %type = alloca ptr
+  %value = alloca ptr
+  %traceback = alloca ptr
+  call void @PyErr_Fetch(ptr %type, ptr %value, ptr %traceback)
+  %is_legacy = call i32 @PyCapsule_IsValid(ptr %capsule, ptr @legacy)
+  %legacy_unused = icmp ne i32 %is_legacy, 0
+  br i1 %legacy_unused, label %delete_legacy, label %check_versioned
+delete_legacy:
+  call void @call_deleter(ptr %capsule, ptr @legacy, i64 {legacy_deleter})
+  br label %done
+check_versioned:
+  %is_versioned = call i32 @PyCapsule_IsValid(ptr %capsule, ptr @versioned)
+  %versioned_unused = icmp ne i32 %is_versioned, 0
+  br i1 %versioned_unused, label %delete_versioned, label %done
+delete_versioned:
+  call void @call_deleter(ptr %capsule, ptr @versioned, i64 {versioned_deleter})
+  br label %done
+done:
+  %t = load ptr, ptr %type
+  %v = load ptr, ptr %value
+  %tb = load ptr, ptr %traceback
+  call void @PyErr_Restore(ptr %t, ptr %v, ptr %tb)
+  ret void
+}}
+"""
 
 
-def _delete(address: int) -> None:
-    _exported.pop(address, None)
-
-
-_deleter = _DELETER(_delete)
-
-
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule: int) -> None:
-    """A capsule no consumer took: delete its tensor (a consumer renames it to used_...)."""
-    for name in (_LEGACY_NAME, _VERSIONED_NAME):
-        if _is_valid_raw(capsule, name):
-            _delete(_get_pointer_raw(capsule, name))
-            return
+@functools.lru_cache(maxsize=1)
+def _native() -> dict[str, int]:
+    from kernelkit.compiler.native import host_functions, python_api
+    text = _NATIVE.format(legacy_context=DLManagedTensor.manager_ctx.offset,
+                          versioned_context=DLManagedTensorVersioned.manager_ctx.offset,
+                          legacy_deleter=DLManagedTensor.deleter.offset,
+                          versioned_deleter=DLManagedTensorVersioned.deleter.offset)
+    return host_functions(text, python_api(
+        "Py_IsInitialized", "PyGILState_Ensure", "PyGILState_Release", "PyErr_Fetch",
+        "PyErr_Restore", "Py_DecRef", "PyCapsule_IsValid", "PyCapsule_GetPointer"))
 
 
 def dtype_of(code: int, bits: int, lanes: int = 1) -> np.dtype | None:
@@ -120,6 +201,7 @@ def export_capsule(owner, pointer: int, shape: tuple[int, ...], strides: tuple[i
     until the consumer deletes the tensor."""
     dtype = np.dtype(dtype)
     ndim = len(shape)
+    native = _native()
     shape_array = (ctypes.c_int64 * max(ndim, 1))(*shape)
     strides_array = (ctypes.c_int64 * max(ndim, 1))(*strides)
     tensor = DLTensor(pointer, DLDevice(*device), ndim,
@@ -127,16 +209,19 @@ def export_capsule(owner, pointer: int, shape: tuple[int, ...], strides: tuple[i
                       shape_array, strides_array, 0)
     if versioned:
         flags = (READ_ONLY if read_only else 0) | (IS_COPIED if copied else 0)
-        managed = DLManagedTensorVersioned(DLPackVersion(*VERSION), None, _deleter, flags,
-                                           tensor)
+        managed = DLManagedTensorVersioned(DLPackVersion(*VERSION), None,
+                                           _DELETER(native["kk_dlpack_delete_versioned"]),
+                                           flags, tensor)
         name = _VERSIONED_NAME
     else:
-        managed = DLManagedTensor(tensor, None, _deleter)
+        managed = DLManagedTensor(tensor, None, _DELETER(native["kk_dlpack_delete_legacy"]))
         name = _LEGACY_NAME
-    address = ctypes.addressof(managed)
-    managed.manager_ctx = address
-    _exported[address] = (managed, shape_array, strides_array, owner)
-    return _api.PyCapsule_New(address, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    # What the tensor keeps alive, with one reference that only its deleter drops.
+    holder = (managed, shape_array, strides_array, owner)
+    _api.Py_IncRef(ctypes.py_object(holder))
+    managed.manager_ctx = id(holder)
+    return _api.PyCapsule_New(ctypes.addressof(managed), name,
+                              native["kk_dlpack_capsule_destructor"])
 
 
 @dataclass

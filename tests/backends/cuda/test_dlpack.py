@@ -1,6 +1,7 @@
 """DLPack both ways, checked against NumPy (which speaks DLPack for host memory): the
 structs, the capsule names of DLPack 0.x and 1.x, strides, dtypes, read-only flags, and
 who keeps the memory alive until when."""
+import ctypes
 import gc
 import weakref
 
@@ -62,15 +63,39 @@ def test_the_exporter_stays_alive_until_the_consumer_lets_go():
     del seen
     gc.collect()
     assert alive() is None
-    assert not dlpack._exported
 
 
-def test_a_capsule_nobody_consumed_releases_its_tensor():
-    owner, capsule = export(np.arange(3.0), versioned=False)
+@pytest.mark.parametrize("versioned", [False, True], ids=["dlpack-0.8", "dlpack-1.0"])
+def test_a_capsule_nobody_consumed_releases_its_tensor(versioned):
+    owner, capsule = export(np.arange(3.0), versioned=versioned)
     alive = weakref.ref(owner)
     del owner, capsule
     gc.collect()
-    assert alive() is None and not dlpack._exported
+    assert alive() is None
+
+
+def test_a_capsule_dropped_while_an_exception_is_raised_keeps_the_exception():
+    """As when a consumer written in C fails after taking the capsule: it sets its error,
+    then drops the capsule, whose destructor runs with the error set."""
+    from kernelkit.compiler.native import host_functions, python_api
+    fail_and_drop = ctypes.PYFUNCTYPE(None, ctypes.py_object, ctypes.c_char_p, ctypes.c_void_p)(
+        host_functions("""
+            declare void @PyErr_SetString(ptr, ptr)
+            declare void @Py_DecRef(ptr)
+            define void @fail_and_drop(ptr %type, ptr %message, ptr %object) {
+              call void @PyErr_SetString(ptr %type, ptr %message)
+              call void @Py_DecRef(ptr %object)
+              ret void
+            }""", python_api("PyErr_SetString", "Py_DecRef"))["fail_and_drop"])
+    owner, capsule = export(np.arange(3.0), versioned=True)
+    alive = weakref.ref(owner)
+    address = id(capsule)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(capsule))
+    del owner, capsule  # the reference taken above is now the last one
+    with pytest.raises(ValueError, match="the consumer failed"):
+        fail_and_drop(ValueError, b"the consumer failed", address)
+    gc.collect()
+    assert alive() is None
 
 
 def test_a_read_only_export_is_read_only_for_the_consumer():
