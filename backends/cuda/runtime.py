@@ -229,7 +229,7 @@ class CUDABackend(Backend):
     def _failure(self, result, what: str) -> BackendError:
         """The error for a failed driver call; a launch that failed earlier is named."""
         name = getattr(result, "name", str(result))
-        launched = [p.name for p in self._launched]
+        launched = [p.name for p in list(self._launched)]  # list(): atomic under the GIL
         self._launched = {}
         if name in STICKY:
             kernels = ", ".join(f"'{n}'" for n in dict.fromkeys(launched)) or "(none recorded)"
