@@ -36,7 +36,10 @@ def _other_compile_only_archs():
     """Where a GPU runs the CUDA tests, the architectures of COMPILE_ONLY_ARCHS it is not:
     the kernels are compiled for those too, as they are on a machine without a GPU."""
     from kernelkit.backend import make_backend
-    arch = make_backend("cuda").arch
+    try:
+        arch = make_backend("cuda").arch
+    except Exception:  # the backend's own tests report why it cannot be made
+        return ()
     return tuple(a for a in COMPILE_ONLY_ARCHS if a != arch)
 
 

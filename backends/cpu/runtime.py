@@ -107,10 +107,14 @@ class CPU(Backend):
     def to_backend(self, array):
         if isinstance(array, np.ndarray):
             return array
-        if hasattr(array, "__array__") or hasattr(array, "__array_interface__"):
-            return np.asarray(array)
-        from kernelkit.memory import to_numpy
-        return to_numpy(array)
+        from kernelkit.backend import get_backend
+        try:
+            owner = get_backend(array)   # another backend's array: it copies it here
+        except BackendError:
+            owner = None
+        if owner is not None:
+            return owner.to_numpy(array)
+        return np.asarray(array)
 
     def to_numpy(self, array) -> np.ndarray:
         _synchronize_every_cpu_backend()

@@ -94,6 +94,17 @@ def test_copyto_in_every_direction_with_contiguous_and_strided_arrays(gpu):
     np.testing.assert_array_equal(kk.to_numpy(device[::-1, 1::4]), host[::-1, 1::4])
 
 
+def test_to_backend_moves_arrays_between_the_cpu_and_the_gpu(gpu):
+    cpu = kk.make_backend("cpu")
+    host = np.arange(12, dtype=np.int32).reshape(3, 4)
+    on_gpu = kk.to_backend(gpu, host)
+    assert kk.to_backend(gpu, on_gpu) is on_gpu
+    back = kk.to_backend(cpu, on_gpu.T)
+    assert isinstance(back, np.ndarray)
+    np.testing.assert_array_equal(back, host.T)
+    np.testing.assert_array_equal(kk.to_backend(cpu, [1, 2]), [1, 2])
+
+
 def test_copyto_refuses_other_shapes_and_conversions_on_the_gpu(gpu):
     with pytest.raises(kk.BackendError, match="shape"):
         kk.copyto(kk.zeros(gpu, np.float32, 4), np.zeros(5, np.float32))
