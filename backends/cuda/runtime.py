@@ -22,6 +22,7 @@ import ctypes.util
 import dataclasses
 import functools
 import gc
+import inspect
 import os
 import threading
 import weakref
@@ -34,7 +35,7 @@ from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
 from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
-                                         numpy_argument_type, scalar_packer, scalar_type_of)
+                                         numpy_argument_type, scalar_type_of)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize
 
@@ -108,7 +109,7 @@ class PreparedKernel:
     struct: object            # the layout's struct.Struct
     record: ctypes.Array      # the launch record's buffer
     params: int               # address of the void*[1] holding the record's address
-    packers: tuple
+    pack: object              # (header, args) -> the record's fields (see _packer)
     block: tuple[int, int, int]
     ndim: int
     compiled: object
@@ -617,12 +618,11 @@ class CUDABackend(Backend):
         record = ctypes.create_string_buffer(layout.size)
         params = (ctypes.c_void_p * 1)(ctypes.addressof(record))
         block = tuple(reversed(sizes)) + (1,) * (3 - len(sizes))
-        packers = tuple(self._array_packer(f"arg{index}")
-                        if isinstance(type, T.ArrayType) else scalar_packer(type)
-                        for index, type in enumerate(argtypes))
+        names = list(inspect.signature(compiled.job.source.function).parameters)
         prepared = PreparedKernel(name, function, layout.struct, record,
-                                  ctypes.addressof(params), packers, block, ndim, compiled,
-                                  compiled.uses_print, keep=(module, params))
+                                  ctypes.addressof(params), self._packer(argtypes, names),
+                                  block, ndim, compiled, compiled.uses_print,
+                                  keep=(module, params))
         if compiled.job.config.debug:
             allocation = self._allocate(8 * ERROR_RECORD_FIELDS, (ERROR_RECORD_FIELDS,),
                                         np.int64)
@@ -655,14 +655,28 @@ class CUDABackend(Backend):
                               getattr(retry, "name", ""))
         return module
 
-    def _array_packer(self, name: str):
-        backend = self
-
-        def pack(value):
-            if type(value) is CUDAArray and value.backend is backend:
-                return value.fields
-            return backend._foreign_fields(value, name)
-        return pack
+    def _packer(self, argtypes, names):
+        """`pack(header, args) -> fields` of the launch record, written out for these
+        argument types (a launch then costs one call, not one per argument). An array of
+        this backend gives its fields as they are; any other array goes through
+        `_foreign_fields`."""
+        values = [f"a{index}" for index in range(len(argtypes))]
+        parts = ["*header"]
+        for value, type, name in zip(values, argtypes, names):
+            if isinstance(type, T.ArrayType):
+                parts.append(f"*({value}.fields if type({value}) is CUDAArray and "
+                             f"{value}.backend is backend else "
+                             f"backend._foreign_fields({value}, {name!r}))")
+            else:
+                cast = "bool" if type.is_bool else "float" if type.is_float else "int"
+                parts.append(f"{cast}({value})")
+        source = "def pack(header, args):\n"
+        if values:
+            source += f"    {', '.join(values)}, = args\n"
+        source += f"    return ({', '.join(parts)},)\n"
+        namespace = {"CUDAArray": CUDAArray, "backend": self}
+        exec(compile(source, "<kernelkit launch record>", "exec"), namespace)  # noqa: S102
+        return namespace["pack"]
 
     def _foreign_fields(self, value, name: str) -> tuple:
         if type(value) is CUDAArray:
@@ -682,9 +696,7 @@ class CUDABackend(Backend):
         if geometry is _EMPTY:
             return
         header, gx, gy, gz = geometry
-        fields = [*header]
-        for pack, value in zip(prepared.packers, args):
-            fields += pack(value)
+        fields = prepared.pack(header, args)
         if current.context is not self._context:
             self._gpu.make_current()
         bx, by, bz = prepared.block
