@@ -71,13 +71,20 @@ class Kernel:
 
 
 class Launcher:
-    __slots__ = ("kernel", "backend", "workgroupsize", "ndrange")
+    __slots__ = ("kernel", "backend", "workgroupsize", "ndrange", "_arity", "_key",
+                 "_one_axis")
 
     def __init__(self, kernel: Kernel, backend, workgroupsize, ndrange):
         self.kernel = kernel
         self.backend = backend
         self.workgroupsize = workgroupsize
         self.ndrange = ndrange
+        self._arity = len(kernel.parameters)
+        self._key = backend.argument_key
+        # The common launch, `k(backend, n)(args..., ndrange=m)` with ints, takes a
+        # shorter path to its geometry.
+        self._one_axis = ndrange is None and workgroupsize is not None and \
+            len(workgroupsize) == 1
 
     def geometry(self, ndrange, workgroupsize) -> tuple[tuple[int, ...], tuple[int, ...]]:
         kernel = self.kernel
@@ -110,12 +117,15 @@ class Launcher:
 
     def __call__(self, *args, ndrange=None, workgroupsize=None) -> None:
         kernel = self.kernel
-        if len(args) != len(kernel.parameters):
+        if len(args) != self._arity:
             raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} arguments "
                               f"({', '.join(kernel.parameters)}) but {len(args)} were given")
-        ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)
+        if self._one_axis and workgroupsize is None and type(ndrange) is int and ndrange >= 0:
+            ndrange, workgroupsize = (ndrange,), self.workgroupsize
+        else:
+            ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)
         backend = self.backend
-        key = (backend, workgroupsize, tuple(map(backend.argument_key, args)))
+        key = (backend, workgroupsize, tuple(map(self._key, args)))
         prepared = kernel._specializations.get(key)
         if prepared is None:
             argtypes = kernel.argument_types(backend, args)
