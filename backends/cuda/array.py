@@ -41,10 +41,13 @@ class CUDAArray:
     """Memory on a GPU with a shape, a dtype and byte strides."""
 
     __slots__ = ("backend", "pointer", "shape", "dtype", "strides", "owner", "fields", "key",
-                 "readonly", "foreign_device", "__weakref__")
+                 "readonly", "adopted", "foreign_device", "__weakref__")
     __array_priority__ = 100  # NumPy operators defer to it (and then fail with a clear error)
 
-    def __init__(self, backend, pointer: int, shape, dtype, strides=None, owner=None):
+    def __init__(self, backend, pointer: int, shape, dtype, strides=None, owner=None,
+                 readonly: bool = False, adopted: bool = False, foreign_device: int | None = None):
+        """`adopted`: the memory belongs to another library (`owner`), which may reuse it
+        once `owner` is gone; `readonly`: that library says it must not be written."""
         dtype = np.dtype(dtype)
         shape = tuple(int(s) for s in shape)
         strides = c_strides(shape, dtype.itemsize) if strides is None else \
@@ -55,15 +58,20 @@ class CUDAArray:
         self.dtype = dtype
         self.strides = strides
         self.owner = owner
-        self.readonly = False        # another library's read-only array
-        self.foreign_device = None   # the GPU another library's array says it is on
+        self.readonly = readonly
+        self.adopted = adopted
+        self.foreign_device = foreign_device   # the GPU another library says it is on
         contiguous = is_c_contiguous(shape, strides, dtype.itemsize)
-        self.key = ("cuda", dtype, len(shape), contiguous)
+        key = ("cuda", dtype, len(shape), contiguous)
         itemsize = dtype.itemsize
         if all(s % itemsize == 0 for s in strides):
             self.fields = (self.pointer, *shape, *(s // itemsize for s in strides))
         else:  # such a view can exist (NumPy has them); a kernel cannot take it
             self.fields = None
+            key += ("unaligned strides",)
+        # Arrays a kernel may not write, or cannot take, have keys of their own: the
+        # launch looks at them once (argument_type) and says so.
+        self.key = key + ("read-only",) if readonly else key
 
     # -- what NumPy arrays have -----------------------------------------------------------
 
@@ -191,17 +199,16 @@ class CUDAArray:
         return self._view(pointer, tuple(shape), tuple(strides))
 
     def _view(self, pointer, shape, strides) -> CUDAArray:
-        view = CUDAArray(self.backend, pointer, shape, self.dtype, strides,
-                         self.owner if self.owner is not None else self)
-        view.readonly = self.readonly
-        view.foreign_device = self.foreign_device
-        return view
+        return CUDAArray(self.backend, pointer, shape, self.dtype, strides,
+                         self.owner if self.owner is not None else self, self.readonly,
+                         self.adopted, self.foreign_device)
 
     # -- exchange -------------------------------------------------------------------------
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.pointer, False),
+        return {"shape": self.shape, "typestr": self.dtype.str,
+                "data": (self.pointer, self.readonly),
                 "strides": None if self.is_c_contiguous else self.strides, "version": 3,
                 "stream": self.backend.stream_handle if self.backend is not None else None}
 
@@ -256,9 +263,10 @@ def foreign_key(value, kind: str):
         strides = interface.get("strides")
         contiguous = strides is None or is_c_contiguous(shape, strides, dtype.itemsize)
         key = ("cuda", dtype, len(shape), contiguous)
+        if strides is not None and any(s % dtype.itemsize for s in strides):
+            key += ("unaligned strides",)
         return key + ("read-only",) if interface["data"][1] else key
-    view = view_of_foreign(None, value, kind, None, "argument")
-    return view.key + ("read-only",) if view.readonly else view.key
+    return view_of_foreign(None, value, kind, None, "argument").key
 
 
 def view_of_foreign(backend, value, kind: str, consumer_stream: int | None,
@@ -274,10 +282,8 @@ def view_of_foreign(backend, value, kind: str, consumer_stream: int | None,
         stream = interface.get("stream")
         if backend is not None and stream is not None:
             backend.wait_for_stream(int(stream))
-        array = CUDAArray(backend, pointer, interface["shape"], dtype, interface.get("strides"),
-                          owner=value)
-        array.readonly = bool(interface["data"][1])
-        return array
+        return CUDAArray(backend, pointer, interface["shape"], dtype, interface.get("strides"),
+                         owner=value, readonly=bool(interface["data"][1]), adopted=True)
     try:
         capsule = value.__dlpack__(stream=consumer_stream, max_version=dlpack.VERSION)
     except TypeError:  # a producer older than DLPack 1.0
@@ -288,9 +294,8 @@ def view_of_foreign(backend, value, kind: str, consumer_stream: int | None,
                           "kernels do not support (use bool, int8..int64, uint8..uint64 or "
                           "float16/32/64)")
     itemsize = tensor.dtype.itemsize
-    array = CUDAArray(backend, tensor.pointer, tensor.shape, tensor.dtype,
-                      tuple(s * itemsize for s in tensor.strides), owner=(value, tensor))
-    array.readonly = tensor.read_only
-    if tensor.device_type == dlpack.CUDA:
-        array.foreign_device = tensor.device_id
-    return array
+    return CUDAArray(backend, tensor.pointer, tensor.shape, tensor.dtype,
+                     tuple(s * itemsize for s in tensor.strides), owner=(value, tensor),
+                     readonly=tensor.read_only, adopted=True,
+                     foreign_device=tensor.device_id if tensor.device_type == dlpack.CUDA
+                     else None)

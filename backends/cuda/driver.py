@@ -8,7 +8,6 @@ use, so their pointers and ours are valid in each other's kernels."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 
 from kernelkit.errors import BackendError
@@ -172,13 +171,21 @@ def device_count() -> int:
     return count
 
 
-@functools.lru_cache(maxsize=None)
+_devices: dict[int, Device] = {}
+_devices_lock = threading.Lock()
+
+
 def device(ordinal: int) -> Device:
-    count = device_count()
-    if not 0 <= ordinal < count:
-        raise BackendError(f"there is no GPU {ordinal}: this machine has {count} "
-                           f"(numbered 0 to {count - 1})")
-    return Device(ordinal, several=count > 1)
+    """The one `Device` of GPU `ordinal`."""
+    with _devices_lock:
+        gpu = _devices.get(ordinal)
+        if gpu is None:
+            count = device_count()
+            if not 0 <= ordinal < count:
+                raise BackendError(f"there is no GPU {ordinal}: this machine has {count} "
+                                   f"(numbered 0 to {count - 1})")
+            gpu = _devices[ordinal] = Device(ordinal, several=count > 1)
+        return gpu
 
 
 class Stream:

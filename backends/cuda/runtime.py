@@ -171,11 +171,12 @@ class CUDABackend(Backend):
         self._target = PTXTarget(arch, cubin=exact)
         self._launched: dict[PreparedKernel, None] = {}   # since the last synchronize
         self._keep: list = []     # what queued work reads: host buffers, imported tensors
-        self._touched: list = []  # other backends whose arrays the launch being packed uses
+        self._several = self._gpu.several
         self._printed = False
         self._lost: str | None = None   # why the context cannot be used any more
         from kernelkit.compiler import driver  # noqa: F401 - set up now, not at a launch
-        _instances.add(self)
+        with _instances_lock:
+            _instances.add(self)
 
     def __repr__(self) -> str:
         return (f"CUDABackend(device={self.device}{', debug=True' if self.debug else ''}) "
@@ -216,10 +217,11 @@ class CUDABackend(Backend):
     def synchronize(self) -> None:
         """Wait for everything queued; raise what failed since the last synchronize."""
         self._enter()
+        queued = len(self._keep)  # what another thread adds meanwhile waits for the next
         check_failure = cuda_driver().cuStreamSynchronize(self._stream.handle)[0]
         if check_failure:
             raise self._failure(check_failure, "waiting for the stream")
-        self._keep.clear()
+        del self._keep[:queued]
         launched, self._launched = self._launched, {}
         if self._printed:
             self._printed = False
@@ -288,7 +290,9 @@ class CUDABackend(Backend):
     def _wait_for_other_backends(self) -> None:
         """Before the host reads GPU memory: every other backend on this GPU has run what
         it queued (it may have written the memory: another library's array, say)."""
-        for backend in list(_instances):
+        with _instances_lock:
+            backends = list(_instances)
+        for backend in backends:
             if backend is not self and backend.device == self.device and backend._launched:
                 backend.synchronize()
 
@@ -415,6 +419,8 @@ class CUDABackend(Backend):
             np.copyto(destination, source)
             return
         if destination_on_host:
+            if not destination.flags.writeable:
+                raise BackendError("copyto: the destination NumPy array is read-only")
             source = self._device_array(source, "source")
             _check_shapes(destination.shape, source.shape)
             if destination.flags.c_contiguous and destination.dtype == source.dtype and \
@@ -466,6 +472,9 @@ class CUDABackend(Backend):
         staged = destination if destination.is_c_contiguous else \
             self.allocate(destination.dtype, destination.shape)
         self._copy_on_device(staged, source)
+        # The contiguous copy of a strided source is freed on its own GPU's stream when
+        # it goes: after this copy.
+        source.backend.wait_for_backend(self)
         if staged is not destination:
             self._copy_on_device(destination, staged)
 
@@ -656,21 +665,22 @@ class CUDABackend(Backend):
         return module
 
     def _packer(self, argtypes, names):
-        """`pack(header, args) -> fields` of the launch record, written out for these
-        argument types (a launch then costs one call, not one per argument). An array of
-        this backend gives its fields as they are; any other array goes through
-        `_foreign_fields`."""
+        """`pack(header, args, touched) -> fields` of the launch record, written out for
+        these argument types (a launch then costs one call, not one per argument). An
+        array of this backend gives its fields as they are; any other array goes through
+        `_foreign_fields`, which adds the backends whose arrays the launch uses to
+        `touched`."""
         values = [f"a{index}" for index in range(len(argtypes))]
         parts = ["*header"]
         for value, type, name in zip(values, argtypes, names):
             if isinstance(type, T.ArrayType):
                 parts.append(f"*({value}.fields if type({value}) is CUDAArray and "
-                             f"{value}.backend is backend else "
-                             f"backend._foreign_fields({value}, {name!r}))")
+                             f"{value}.backend is backend and not {value}.adopted else "
+                             f"backend._foreign_fields({value}, {name!r}, touched))")
             else:
                 cast = "bool" if type.is_bool else "float" if type.is_float else "int"
                 parts.append(f"{cast}({value})")
-        source = "def pack(header, args):\n"
+        source = "def pack(header, args, touched):\n"
         if values:
             source += f"    {', '.join(values)}, = args\n"
         source += f"    return ({', '.join(parts)},)\n"
@@ -678,14 +688,22 @@ class CUDABackend(Backend):
         exec(compile(source, "<kernelkit launch record>", "exec"), namespace)  # noqa: S102
         return namespace["pack"]
 
-    def _foreign_fields(self, value, name: str) -> tuple:
+    def _foreign_fields(self, value, name: str, touched: list) -> tuple:
+        """The fields of an array that is not simply one of this backend's: another
+        backend's (its stream and ours are ordered both ways: `touched`), another
+        library's (kept alive until the launch has run)."""
         if type(value) is CUDAArray:
+            if value.backend is self:  # a view of another library's memory
+                self._keep_until_done(value.owner)
+                return value.fields
             if value.backend.device != self.device:
                 raise LaunchError(f"argument '{name}' is on GPU {value.backend.device}; "
                                   f"{self!r} runs on GPU {self.device}: move it with "
                                   f"kk.to_backend(backend, array)")
             self.wait_for_backend(value.backend)
-            self._touched.append(value.backend)  # its stream waits for this launch
+            touched.append(value.backend)
+            if value.adopted:
+                self._keep_until_done(value.owner)
             return value.fields
         return self._adopt(value, foreign_kind(value), name).fields
 
@@ -696,8 +714,9 @@ class CUDABackend(Backend):
         if geometry is _EMPTY:
             return
         header, gx, gy, gz = geometry
-        fields = prepared.pack(header, args)
-        if current.context is not self._context:
+        touched = []
+        fields = prepared.pack(header, args, touched)
+        if self._several or current.context is not self._context:
             self._gpu.make_current()
         bx, by, bz = prepared.block
         with prepared.lock:
@@ -705,13 +724,11 @@ class CUDABackend(Backend):
             (result,) = _launch_kernel(prepared.function, gx, gy, gz, bx, by, bz, 0,
                                        self._stream_handle, prepared.params, 0)
         if result:
-            self._touched.clear()
             raise self._failure(result, f"launching kernel '{prepared.name}'")
         self._launched[prepared] = None
-        if self._touched:
-            for owner in dict.fromkeys(self._touched):
+        if touched:
+            for owner in dict.fromkeys(touched):
                 owner.wait_for_backend(self)
-            self._touched.clear()
         if prepared.uses_print:
             self._printed = True
 
@@ -773,6 +790,7 @@ def _device_of(array, kind: str) -> int:
 
 _default_backends: dict[int, CUDABackend] = {}
 _instances: weakref.WeakSet = weakref.WeakSet()
+_instances_lock = threading.Lock()
 
 
 def default_backend(device: int) -> CUDABackend:

@@ -116,6 +116,19 @@ def test_the_cuda_array_interface_is_version_3_with_strides_only_when_not_c_cont
     assert device.T.__cuda_array_interface__["strides"] == host.T.strides
 
 
+def test_a_read_only_view_says_so_in_its_interface_and_its_views_stay_read_only():
+    host, _ = host_and_device((4,))
+    device = CUDAArray(None, host.ctypes.data, (4,), host.dtype, owner=host, readonly=True)
+    assert device.__cuda_array_interface__["data"] == (address(host), True)
+    assert device[1:].readonly and device[1:].key[-1] == "read-only"
+
+
+def test_a_view_a_kernel_cannot_take_has_a_key_of_its_own():
+    host = np.zeros(16, np.uint8)
+    odd = CUDAArray(None, host.ctypes.data, (5,), np.float32, strides=(3,), owner=host)
+    assert odd.fields is None and "unaligned strides" in odd.key
+
+
 class ForeignCAI:
     """What CuPy or Numba show: an object with a CUDA array interface."""
 

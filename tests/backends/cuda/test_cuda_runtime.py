@@ -105,7 +105,9 @@ def test_to_backend_moves_arrays_between_the_cpu_and_the_gpu(gpu):
     np.testing.assert_array_equal(kk.to_backend(cpu, [1, 2]), [1, 2])
 
 
-def test_copyto_refuses_other_shapes_and_conversions_on_the_gpu(gpu):
+def test_copyto_refuses_other_shapes_conversions_and_read_only_destinations(gpu):
+    with pytest.raises(kk.BackendError, match="read-only"):
+        kk.copyto(np.frombuffer(bytes(16), np.float32), kk.ones(gpu, np.float32, 4))
     with pytest.raises(kk.BackendError, match="shape"):
         kk.copyto(kk.zeros(gpu, np.float32, 4), np.zeros(5, np.float32))
     with pytest.raises(kk.BackendError, match="do not convert"):
@@ -218,6 +220,11 @@ def test_a_read_only_array_of_another_library_is_only_taken_for_a_const_paramete
     np.testing.assert_array_equal(kk.to_numpy(y), np.arange(8))
     with pytest.raises(kk.LaunchError, match=r"argument 'y' is read-only.*kk.Const"):
         saxpy(gpu, 8)(x, 1.0, y, ndrange=8)
+    add_one(gpu, 8)(y, ndrange=8)              # a writable array compiles add_one first
+    seen = kk.to_backend(gpu, x)                # a view of the read-only memory, no copy
+    assert seen.pointer == x.array.pointer and seen.__cuda_array_interface__["data"][1]
+    with pytest.raises(kk.LaunchError, match=r"argument 'y' is read-only"):
+        add_one(gpu, 8)(seen, ndrange=8)
 
 
 # --- errors --------------------------------------------------------------------------
