@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import inspect
 import os
 import threading
 import time
 import weakref
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kernelkit.backend import Backend
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
-from kernelkit.ir import types as T
-from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, numpy_argument_key,
-                                         numpy_argument_type, scalar_packer)
+from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, element_strides,
+                                         numpy_argument_key, numpy_argument_type,
+                                         packing_function)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize
 
@@ -49,11 +50,12 @@ class PreparedKernel:
     function: object          # the ctypes function
     layout: ArgumentLayout
     argtypes: tuple
-    packers: tuple            # per argument: value -> tuple of fields
+    pack: object              # (header, args, None) -> the record's fields
     compiled: object
     uses_print: bool
     debug: bool
     seconds_per_group: float = 0.0   # measured on earlier launches; 0: not yet
+    geometry: dict = field(default_factory=dict)  # ndrange -> (header, groups, items)
 
 
 class CPU(Backend):
@@ -164,46 +166,71 @@ class CPU(Backend):
 
     def prepare(self, compiled, argtypes, ndim):
         layout = ArgumentLayout(argtypes, ndim)
-        packers = tuple(_packer(t) for t in argtypes)
+        names = list(inspect.signature(compiled.job.source.function).parameters)
         return PreparedKernel(compiled.job.source.function.__name__, _ENTRY(compiled.entry),
-                              layout, argtypes, packers, compiled, compiled.uses_print,
-                              compiled.job.config.debug)
+                              layout, argtypes, _packer(argtypes, names), compiled,
+                              compiled.uses_print, compiled.job.config.debug)
 
     def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
-        groups = [-(-n // g) for n, g in zip(ndrange, workgroupsize)]
-        total = 1
-        for count in groups:
-            total *= count
+        geometry = prepared.geometry.get(ndrange)
+        if geometry is None:
+            geometry = _geometry(prepared, ndrange, workgroupsize)
+        header, total, items = geometry
         if total == 0:
             return
-        error_record = np.zeros(ERROR_RECORD_FIELDS, np.int64) if prepared.debug else None
-        fields = [*ndrange, *groups,
-                  error_record.ctypes.data if error_record is not None else 0]
-        for pack, value in zip(prepared.packers, args):
-            fields.extend(pack(value))
-        packed = prepared.layout.struct.pack(*fields)
-        items = total
-        for size in workgroupsize:
-            items *= size
-        launch = _Launch(prepared, packed, total, args, error_record)
+        error_record = None
+        if prepared.debug:
+            error_record = np.zeros(ERROR_RECORD_FIELDS, np.int64)
+            header = (*header[:-1], error_record.ctypes.data)
+        packed = prepared.layout.struct.pack(*prepared.pack(header, args, None))
         per_group = prepared.seconds_per_group
         small = per_group * total < _INLINE_SECONDS if per_group else items <= _INLINE_ITEMS
-        self._stream.submit(launch, inline=small or total == 1)
+        stream = self._stream
+        if (small or total == 1 or stream.threads == 1) and not stream.queue:
+            stream.run_inline(prepared, packed, total, error_record)
+        else:
+            stream.submit(_Launch(prepared, packed, total, args, error_record))
 
 
-def _packer(type: T.IRType):
-    if isinstance(type, T.ArrayType):
-        itemsize = type.dtype.itemsize
+def _geometry(prepared: PreparedKernel, ndrange, workgroupsize) -> tuple:
+    """(record header, work-groups, work-items) of a launch over `ndrange`, kept per
+    kernel (the header's error-record address is filled in per launch in debug mode)."""
+    groups = [-(-n // g) for n, g in zip(ndrange, workgroupsize)]
+    total = 1
+    for count in groups:
+        total *= count
+    items = total
+    for size in workgroupsize:
+        items *= size
+    geometry = ((*ndrange, *groups, 0), total, items)
+    if len(prepared.geometry) >= 64:
+        prepared.geometry.clear()
+    prepared.geometry[ndrange] = geometry
+    return geometry
 
-        def pack(array):
-            strides = array.strides
-            if any(s % itemsize for s in strides):
-                raise LaunchError(f"an array with strides {strides} (not multiples of the item "
-                                  f"size {itemsize}) cannot be passed to a kernel")
-            return (data_pointer(array), *array.shape, *(s // itemsize for s in strides))
-        return pack
-    return scalar_packer(type)
 
+def _packer(argtypes, names):
+    """The launch's packing function (`packing_function`) for NumPy arrays: a C-ordered
+    array's strides are never read (the kernel knows them from the extents), so its
+    extents fill their slots."""
+    def array_fields(value, type, name):
+        if type.layout == "C":
+            return f"(pointer({value}), *{value}.shape, *{value}.shape)"
+        return (f"(pointer({value}), *{value}.shape, "
+                f"*element_strides({value}.strides, {type.dtype.itemsize}))")
+    return packing_function(argtypes, names, array_fields,
+                            {"pointer": data_pointer, "element_strides": element_strides})
+
+
+
+def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int) -> None:
+    """Run work-groups [first, end) and fold their time into the kernel's estimate."""
+    start = time.perf_counter()
+    prepared.function(packed, first, end)
+    per_group = (time.perf_counter() - start) / (end - first)
+    previous = prepared.seconds_per_group
+    prepared.seconds_per_group = per_group if not previous else \
+        0.75 * previous + 0.25 * per_group
 
 
 @dataclass
@@ -217,13 +244,7 @@ class _Launch:
     exception: BaseException | None = None
 
     def run_chunk(self, first: int, end: int) -> None:
-        start = time.perf_counter()
-        self.prepared.function(self.packed, first, end)
-        per_group = (time.perf_counter() - start) / (end - first)
-        prepared = self.prepared
-        previous = prepared.seconds_per_group
-        prepared.seconds_per_group = per_group if not previous else \
-            0.75 * previous + 0.25 * per_group
+        _run(self.prepared, self.packed, first, end)
 
     def failed(self) -> bool:
         return self.error_record is not None and self.error_record[0] != 0
@@ -263,10 +284,7 @@ class _Stream:
             self._spin = _SPIN_FUNCTION(spin_while_equal_address())
         return self._spin
 
-    def submit(self, launch: _Launch, inline: bool) -> None:
-        if (inline or self.threads == 1) and not self.queue:
-            self.run_inline(launch)
-            return
+    def submit(self, launch: _Launch) -> None:
         launch.chunk = max(1, launch.groups // (self.threads * _SMALLEST_CHUNKS))
         with self.condition:
             self.queue.append(launch)
@@ -275,12 +293,14 @@ class _Stream:
                 self.start()
             self.condition.notify_all()
 
-    def run_inline(self, launch: _Launch) -> None:
-        launch.run_chunk(0, launch.groups)
-        if launch.prepared.uses_print:
+    def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
+                   error_record: np.ndarray | None) -> None:
+        """Run a launch on the calling thread, now (the queue is empty)."""
+        _run(prepared, packed, 0, groups)
+        if prepared.uses_print:
             self.printed = True
-        if launch.failed():
-            raise launch.error()
+        if error_record is not None and error_record[0] != 0:
+            raise out_of_bounds_error(prepared.name, prepared.compiled, error_record)
 
     def finish(self, launch: _Launch) -> None:
         if launch.prepared.uses_print:

@@ -33,9 +33,9 @@ import numpy as np
 from kernelkit.backend import Backend
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
-from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
-                                         numpy_argument_type, scalar_type_of)
+                                         numpy_argument_type, packing_function,
+                                         scalar_type_of)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize
 
@@ -109,7 +109,7 @@ class PreparedKernel:
     struct: object            # the layout's struct.Struct
     record: ctypes.Array      # the launch record's buffer
     params: int               # address of the void*[1] holding the record's address
-    pack: object              # (header, args) -> the record's fields (see _packer)
+    pack: object              # (header, args, touched) -> the record's fields (_packer)
     block: tuple[int, int, int]
     ndim: int
     compiled: object
@@ -665,28 +665,15 @@ class CUDABackend(Backend):
         return module
 
     def _packer(self, argtypes, names):
-        """`pack(header, args, touched) -> fields` of the launch record, written out for
-        these argument types (a launch then costs one call, not one per argument). An
-        array of this backend gives its fields as they are; any other array goes through
-        `_foreign_fields`, which adds the backends whose arrays the launch uses to
-        `touched`."""
-        values = [f"a{index}" for index in range(len(argtypes))]
-        parts = ["*header"]
-        for value, type, name in zip(values, argtypes, names):
-            if isinstance(type, T.ArrayType):
-                parts.append(f"*({value}.fields if type({value}) is CUDAArray and "
-                             f"{value}.backend is backend and not {value}.adopted else "
-                             f"backend._foreign_fields({value}, {name!r}, touched))")
-            else:
-                cast = "bool" if type.is_bool else "float" if type.is_float else "int"
-                parts.append(f"{cast}({value})")
-        source = "def pack(header, args, touched):\n"
-        if values:
-            source += f"    {', '.join(values)}, = args\n"
-        source += f"    return ({', '.join(parts)},)\n"
-        namespace = {"CUDAArray": CUDAArray, "backend": self}
-        exec(compile(source, "<kernelkit launch record>", "exec"), namespace)  # noqa: S102
-        return namespace["pack"]
+        """The launch's packing function (`packing_function`): an array of this backend
+        gives its fields as they are; any other array goes through `_foreign_fields`,
+        which adds the backends whose arrays the launch uses to `context`."""
+        def array_fields(value, type, name):
+            return (f"({value}.fields if type({value}) is CUDAArray and {value}.backend is "
+                    f"backend and not {value}.adopted else "
+                    f"backend._foreign_fields({value}, {name!r}, context))")
+        return packing_function(argtypes, names, array_fields,
+                                {"CUDAArray": CUDAArray, "backend": self})
 
     def _foreign_fields(self, value, name: str, touched: list) -> tuple:
         """The fields of an array that is not simply one of this backend's: another

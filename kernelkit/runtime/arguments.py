@@ -92,13 +92,38 @@ def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType 
     return scalar_type_of(value)
 
 
-def scalar_packer(type: T.ScalarType):
-    """value -> the one-field tuple a scalar argument of `type` packs as."""
-    if type.is_bool:
-        return lambda value: (bool(value),)
-    if type.is_float:
-        return lambda value: (float(value),)
-    return lambda value: (int(value),)
+def packing_function(argtypes: tuple[T.IRType, ...], names: list[str], array_fields,
+                     namespace: dict):
+    """`pack(header, args, context) -> tuple`: the launch record's fields (`header`, then
+    each argument's), written out as Python for these argument types, so that a launch
+    costs one call rather than one per argument. `array_fields(variable, type, name)` is
+    the backend's expression for an array argument's fields (pointer, extents, strides in
+    elements); it may use `context` and the names in `namespace`. Scalars convert to the
+    Python type their slot holds."""
+    values = [f"a{index}" for index in range(len(argtypes))]
+    parts = ["*header"]
+    for value, type, name in zip(values, argtypes, names):
+        if isinstance(type, T.ArrayType):
+            parts.append(f"*{array_fields(value, type, name)}")
+        else:
+            parts.append(f"{'bool' if type.is_bool else 'float' if type.is_float else 'int'}"
+                         f"({value})")
+    source = "def pack(header, args, context):\n"
+    if values:
+        source += f"    {', '.join(values)}, = args\n"
+    source += f"    return ({', '.join(parts)},)\n"
+    scope = dict(namespace)
+    exec(compile(source, "<kernelkit launch record>", "exec"), scope)  # noqa: S102
+    return scope["pack"]
+
+
+def element_strides(strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides as element strides; an array whose strides are not multiples of its
+    item size (NumPy can make one) cannot be passed to a kernel."""
+    if any(s % itemsize for s in strides):
+        raise LaunchError(f"an array with strides {strides} (not multiples of the item size "
+                          f"{itemsize}) cannot be passed to a kernel")
+    return tuple(s // itemsize for s in strides)
 
 
 def _data_pointer_reader():

@@ -143,8 +143,9 @@ def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
     inline = []
     original = runtime._Stream.run_inline
     monkeypatch.setattr(runtime._Stream, "run_inline",
-                        lambda stream, launch: (inline.append(launch.groups),
-                                                original(stream, launch)))
+                        lambda stream, prepared, packed, groups, record: (
+                            inline.append(groups),
+                            original(stream, prepared, packed, groups, record)))
     a = np.zeros(BIG, np.int64)
     launcher = fill_with_index(backend, 1000)
     launcher(a, ndrange=BIG)               # unmeasured and above the item threshold: threads
