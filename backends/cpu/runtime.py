@@ -28,7 +28,7 @@ from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, element_s
                                          numpy_argument_key, numpy_argument_type,
                                          packing_function)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
-from kernelkit.runtime.geometry import default_workgroupsize
+from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
 _INLINE_ITEMS = 1 << 14          # a first launch this small runs on the calling thread
@@ -195,7 +195,7 @@ class CPU(Backend):
 def _geometry(prepared: PreparedKernel, ndrange, workgroupsize) -> tuple:
     """(record header, work-groups, work-items) of a launch over `ndrange`, kept per
     kernel (the header's error-record address is filled in per launch in debug mode)."""
-    groups = [-(-n // g) for n, g in zip(ndrange, workgroupsize)]
+    groups = number_of_groups(ndrange, workgroupsize)
     total = 1
     for count in groups:
         total *= count
@@ -220,7 +220,6 @@ def _packer(argtypes, names):
                 f"*element_strides({value}.strides, {type.dtype.itemsize}))")
     return packing_function(argtypes, names, array_fields,
                             {"pointer": data_pointer, "element_strides": element_strides})
-
 
 
 def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int) -> None:

@@ -37,7 +37,7 @@ from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_ar
                                          numpy_argument_type, packing_function,
                                          scalar_type_of)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
-from kernelkit.runtime.geometry import default_workgroupsize
+from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
 from .array import CUDAArray, foreign_key, foreign_kind, view_of_foreign
 from .driver import (STICKY, DeviceMemoryError, DriverError, cuda_driver, current, describe,
@@ -218,9 +218,9 @@ class CUDABackend(Backend):
         """Wait for everything queued; raise what failed since the last synchronize."""
         self._enter()
         queued = len(self._keep)  # what another thread adds meanwhile waits for the next
-        check_failure = cuda_driver().cuStreamSynchronize(self._stream.handle)[0]
-        if check_failure:
-            raise self._failure(check_failure, "waiting for the stream")
+        result = cuda_driver().cuStreamSynchronize(self._stream_handle)[0]
+        if result:
+            raise self._failure(result, "waiting for the stream")
         del self._keep[:queued]
         launched, self._launched = self._launched, {}
         if self._printed:
@@ -301,7 +301,7 @@ class CUDABackend(Backend):
         keep = self._keep
         keep.append(value)
         if len(keep) > _KEEP_LIMIT:
-            result = cuda_driver().cuStreamQuery(self._stream.handle)[0]
+            result = cuda_driver().cuStreamQuery(self._stream_handle)[0]
             if not result:
                 keep.clear()
 
@@ -369,7 +369,7 @@ class CUDABackend(Backend):
         self._enter()
         cu = cuda_driver()
         bits = np.array(value, dtype=array.dtype).reshape(1)
-        stream, pointer, count = self._stream.handle, array.pointer, array.size
+        stream, pointer, count = self._stream_handle, array.pointer, array.size
         itemsize = array.itemsize
         if itemsize == 1:
             result = cu.cuMemsetD8Async(pointer, int(bits.view(np.uint8)[0]), count, stream)[0]
@@ -401,9 +401,9 @@ class CUDABackend(Backend):
     def to_numpy(self, array) -> np.ndarray:
         array = self._device_array(array, "array")
         self._wait_for_other_backends()
-        host = self._download(array)
+        finish = self._download(array)
         self.synchronize()
-        return host
+        return finish()
 
     def copy(self, array: CUDAArray) -> CUDAArray:
         """A C-contiguous copy of `array` on this backend."""
@@ -426,10 +426,7 @@ class CUDABackend(Backend):
             if destination.flags.c_contiguous and destination.dtype == source.dtype and \
                     source.is_c_contiguous:
                 self._wait_for_other_backends()
-                self._enter()
-                self._check(cuda_driver().cuMemcpyDtoHAsync(
-                    destination.ctypes.data, source.pointer, source.nbytes,
-                    self._stream.handle)[0], "copying to the host")
+                self._download(source, destination)
                 self.synchronize()
             else:
                 np.copyto(destination, self.to_numpy(source))
@@ -484,7 +481,7 @@ class CUDABackend(Backend):
         if destination.is_c_contiguous and source.is_c_contiguous:
             self._enter()
             self._check(cuda_driver().cuMemcpyAsync(destination.pointer, source.pointer,
-                                                    source.nbytes, self._stream.handle)[0],
+                                                    source.nbytes, self._stream_handle)[0],
                         "copying between GPU arrays")
             return
         from .copy_kernels import strided_copy
@@ -495,30 +492,34 @@ class CUDABackend(Backend):
             return
         self._enter()
         self._check(cuda_driver().cuMemcpyHtoDAsync(destination.pointer, host.ctypes.data,
-                                                    host.nbytes, self._stream.handle)[0],
+                                                    host.nbytes, self._stream_handle)[0],
                     "copying to the GPU")
         self._keep_until_done(host)
 
-    def _download(self, array: CUDAArray) -> np.ndarray:
-        """A host copy of `array` (queued; valid after the stream has run it)."""
+    def _download(self, array: CUDAArray, host: np.ndarray | None = None):
+        """Queue the copy of `array` to the host (into `host`, a C-contiguous array of its
+        shape and dtype, if given); returns what gives the NumPy array once the stream
+        has run the copy."""
         self._enter()
         if array.size == 0:
-            return np.empty(array.shape, array.dtype)
-        cu = cuda_driver()
+            result = np.empty(array.shape, array.dtype) if host is None else host
+            return lambda: result
         if array.is_c_contiguous:
-            host = np.empty(array.shape, array.dtype)
-            self._check(cu.cuMemcpyDtoHAsync(host.ctypes.data, array.pointer, array.nbytes,
-                                             self._stream.handle)[0], "copying to the host")
-            return host
+            if host is None:
+                host = np.empty(array.shape, array.dtype)
+            self._check(cuda_driver().cuMemcpyDtoHAsync(host.ctypes.data, array.pointer,
+                                                        array.nbytes, self._stream_handle)[0],
+                        "copying to the host")
+            return lambda: host
         # Any strides: copy the span of bytes the view touches, and view that with them.
         low = sum(min(0, (e - 1) * s) for e, s in zip(array.shape, array.strides))
         high = sum(max(0, (e - 1) * s) for e, s in zip(array.shape, array.strides))
         span = np.empty(high - low + array.itemsize, np.uint8)
-        self._check(cu.cuMemcpyDtoHAsync(span.ctypes.data, array.pointer + low, span.nbytes,
-                                         self._stream.handle)[0], "copying to the host")
-        self.synchronize()
-        return np.array(np.ndarray(array.shape, array.dtype, buffer=span, offset=-low,
-                                   strides=array.strides))
+        self._check(cuda_driver().cuMemcpyDtoHAsync(span.ctypes.data, array.pointer + low,
+                                                    span.nbytes, self._stream_handle)[0],
+                    "copying to the host")
+        return lambda: np.array(np.ndarray(array.shape, array.dtype, buffer=span,
+                                           offset=-low, strides=array.strides))
 
     def _device_array(self, value, name: str) -> CUDAArray:
         if type(value) is CUDAArray:
@@ -580,9 +581,9 @@ class CUDABackend(Backend):
                                   f"(kk.to_backend, CuPy, PyTorch) and Python or NumPy scalars")
             value = self._adopt(value, kind, name)
         if value.readonly and not const:
-            raise LaunchError(f"kernel '{kernel}': argument '{name}' is read-only (its "
-                              f"{type(value.owner).__name__} says so); annotate the parameter "
-                              f"kk.Const if the kernel only reads it")
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is read-only (the library "
+                              f"that made it says so); annotate the parameter kk.Const if the "
+                              f"kernel only reads it")
         if value.fields is None:
             raise LaunchError(f"kernel '{kernel}': argument '{name}' has strides "
                               f"{value.strides} that are not multiples of its item size "
@@ -722,12 +723,12 @@ class CUDABackend(Backend):
     def _geometry(self, prepared: PreparedKernel, ndrange, workgroupsize):
         """(launch record header, grid x, y, z) of a launch over `ndrange`, kept per kernel;
         _EMPTY for an empty ndrange."""
-        groups = [-(-n // g) for n, g in zip(ndrange, workgroupsize)]
+        groups = number_of_groups(ndrange, workgroupsize)
         if 0 in groups:
             return _EMPTY
         grid = tuple(reversed(groups)) + (1,) * (3 - len(groups))
         if grid[1] > _MAX_GRID[1] or grid[2] > _MAX_GRID[2]:
-            raise LaunchError(f"kernel '{prepared.name}': {tuple(groups)} work-groups; CUDA "
+            raise LaunchError(f"kernel '{prepared.name}': {groups} work-groups; CUDA "
                               f"allows at most 65535 along each axis but the last (make the "
                               f"last axis of the ndrange the longest)")
         if grid[0] > _MAX_GRID[0]:
