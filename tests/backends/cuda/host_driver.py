@@ -1,286 +1,738 @@
-"""A pytest plugin standing in for `cuda.bindings.driver` over host memory, so that the
-CUDA runtime's own logic runs where there is no GPU: allocation, copies in every
-direction, views, argument packing, stream waits, debug records and the errors.
+"""A pytest plugin standing in for the CUDA driver library (libcuda.so.1) over host
+memory, so that the CUDA runtime runs where there is no GPU: allocation, copies in every
+direction, views, argument packing, stream and context handling, debug records, errors.
 
-"Device" memory is host memory; a launch runs the CPU build of the same kernel job on
-the same launch record (both backends share `ArgumentLayout`), so results can be
-checked. This proves nothing about the PTX or the real driver: those are tested on a
+The stand-in sits below cuda-python: `stand_in_libcuda.c`, built here with the C
+compiler, is loaded as libcuda.so.1 before cuda-python looks for the driver and hands
+cuda-python's bindings the functions defined below (ctypes callbacks with the driver's C
+signatures). So every call of the runtime goes through the real `cuda.bindings.driver`
+and its conversion of Python values to C arguments, and arrives here as the driver would
+see it: raw pointers, sizes, handles and structs.
+
+What it checks as the driver would: cuInit first; a current context for everything but
+device queries (per thread, with push and pop); live handles (streams, events, pools,
+modules, functions); that copies and memsets stay inside one allocation; launch limits;
+that the memory pool's properties are those of a device pool; that a module is a CUDA
+cubin (ELF, machine EM_CUDA) or PTX, and holds the kernel asked for. Anything the driver
+would refuse is recorded in `problems` and fails the running test, also where the runtime
+ignores the result (a free in a finalizer, say).
+
+"Device" memory is host memory; a launch runs the CPU build of the same kernel job on the
+same launch record (both backends share `ArgumentLayout`), so results can be checked.
+
+Work is asynchronous as on a GPU, and as late as it may be: copies, memsets, launches and
+frees queue on their stream and run only when the host waits for them (a stream
+synchronize, a copy to host memory) or another stream waits for them through an event;
+the legacy default stream and blocking streams wait for each other. So a result read
+without the waits the driver needs is stale, and memory freed on one stream while
+another, not ordered after it, still has work using it is caught: freed memory is filled
+with 0xFF until no queued work is left, and a launch checks that every array it is given
+lies in live memory when it runs. Nothing is proved about the PTX: that is tested on a
 GPU, where this plugin is not used.
 
     PYTHONPATH=tests/backends/cuda python -m pytest -p host_driver tests/..."""
 from __future__ import annotations
 
+import bisect
+import collections
 import ctypes
 import dataclasses
-import sys
-import types
+import hashlib
+import math
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import threading
+import traceback
+from pathlib import Path
 
 import numpy as np
-from cuda.bindings import driver as real
+import pytest
 
-OK = real.CUresult.CUDA_SUCCESS
-OUT_OF_MEMORY = real.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+HERE = Path(__file__).parent
 MEMORY = 1 << 34   # what the stand-in GPU has
-_buffers: dict[int, ctypes.Array] = {}
 calls: list = []   # what was asked of the stand-in that tests may look at
-_streams = [0x5000]
+problems: list = []   # (function, why) for every call the real driver would refuse
+
+SUCCESS, INVALID_VALUE, OUT_OF_MEMORY, NOT_INITIALIZED = 0, 1, 2, 3
+INVALID_DEVICE, INVALID_IMAGE, INVALID_CONTEXT = 101, 200, 201
+INVALID_HANDLE, NOT_FOUND, NOT_READY, ILLEGAL_ADDRESS, UNKNOWN = 400, 500, 600, 700, 999
+LEGACY, PER_THREAD = 1, 2   # CU_STREAM_LEGACY, CU_STREAM_PER_THREAD; NULL is LEGACY
+EM_CUDA = 190
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+PRIMARY_CONTEXT = 0x1000
 
 
-class Handle:
-    def __init__(self, value, **attributes):
-        self.value = value
-        self.__dict__.update(attributes)
+class Refused(Exception):
+    """What the driver returns instead of CUDA_SUCCESS; `misuse` when only a wrong call
+    gets it (as opposed to out of memory or an unknown device, which a program may ask
+    for and must handle)."""
 
-    def __int__(self):
-        return self.value
+    def __init__(self, result: int, why: str, misuse: bool = True):
+        super().__init__(why)
+        self.result = result
+        self.misuse = misuse
 
 
+class _Thread(threading.local):
+    def __init__(self):
+        self.contexts: list[int] = []
+
+
+_thread = _Thread()
+_state = {"initialized": False, "next": 0x10000, "used": 0, "lost": SUCCESS}
+_allocations: dict[int, ctypes.Array] = {}
+_starts: list[int] = []
+_events: dict[int, tuple | None] = {}   # event -> (its stream's queue, position) recorded
+_freed: list[ctypes.Array] = []   # freed memory, kept (filled with 0xFF) while work is queued
+_lock = threading.RLock()
+_pools: dict[int, int] = {}   # pool -> release threshold
+_modules: dict[int, bytes] = {}
+_functions: dict[int, str] = {}
+jobs: dict[int, object] = {}   # function handle -> the kernel's compiler job
+_callbacks: dict[str, object] = {}
+_ERROR_TEXT = ctypes.create_string_buffer(b"an error of the host stand-in for the driver")
+
+VOID_P, U64, SIZE, UINT, INT = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t,
+                                ctypes.c_uint, ctypes.c_int)
+
+
+def driver_function(*argtypes, context: bool = True, initialized: bool = True):
+    """Register the decorated function as the driver function of its name, with the C
+    argument types `argtypes`: it returns nothing or raises `Refused`."""
+    def register(function):
+        name = function.__name__
+
+        def call(*args):
+            try:
+                with _lock:
+                    return _call(args)
+            except Exception:
+                problems.append((name, traceback.format_exc()))
+                return UNKNOWN
+
+        def _call(args):
+            try:
+                if initialized and not _state["initialized"]:
+                    raise Refused(NOT_INITIALIZED, "called before cuInit")
+                if context and not _thread.contexts:
+                    raise Refused(INVALID_CONTEXT, "no context is current to this thread")
+                if context and _state["lost"]:
+                    raise Refused(_state["lost"], "the context was lost", misuse=False)
+                function(*args)
+                return _state["lost"] if context else SUCCESS
+            except Refused as refused:
+                if refused.misuse:
+                    problems.append((name, str(refused)))
+                return refused.result
+            except Exception:
+                problems.append((name, traceback.format_exc()))
+                return UNKNOWN
+        _callbacks[name] = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(call)
+        return function
+    return register
+
+
+def _handle() -> int:
+    _state["next"] += 16
+    return _state["next"]
+
+
+def _store(pointer, ctype, value) -> None:
+    if not pointer:
+        raise Refused(INVALID_VALUE, "the result pointer is NULL")
+    ctype.from_address(pointer).value = value
+
+
+def _live(handle, table, what: str) -> int:
+    handle = handle or 0
+    if handle not in table:
+        raise Refused(INVALID_HANDLE, f"{what} {handle:#x} is not a live handle")
+    return handle
+
+
+class _Stream:
+    """A stream's queue: operations numbered in the order they were queued."""
+
+    def __init__(self, blocking: bool):
+        self.blocking = blocking   # waits for the legacy default stream and it for this
+        self.queued = collections.deque()
+        self.submitted = 0   # the number of the last operation queued
+        self.done = 0   # the number of the last operation run
+
+    def run(self, until: int | None = None) -> None:
+        while self.queued and (until is None or self.queued[0][0] <= until):
+            number, operation = self.queued.popleft()
+            operation()
+            self.done = number
+        if _freed and not any(stream.queued for stream in _streams.values()):
+            _freed.clear()
+
+
+_streams: dict[int, _Stream] = {LEGACY: _Stream(blocking=False),
+                                PER_THREAD: _Stream(blocking=True)}
+
+
+def _stream(stream) -> int:
+    stream = stream or LEGACY
+    return _live(stream, _streams, "stream")
+
+
+def _waiting_for(stream: _Stream, until: int):
+    return lambda: stream.run(until)
+
+
+def _enqueue(stream, operation) -> None:
+    """Queue `operation` on `stream` (a handle), after what the legacy default stream and
+    blocking streams require of each other."""
+    queue = _streams[_stream(stream)]
+    legacy = _streams[LEGACY]
+    if queue is legacy:
+        waits = [other for other in _streams.values() if other.blocking]
+    else:
+        waits = [legacy] if queue.blocking else []
+    for other in waits:
+        if other.submitted > other.done:
+            _append(queue, _waiting_for(other, other.submitted))
+    _append(queue, operation)
+
+
+def _append(queue: _Stream, operation) -> None:
+    queue.submitted += 1
+    queue.queued.append((queue.submitted, operation))
+
+
+def _run_everything() -> None:
+    for stream in list(_streams.values()):
+        stream.run()
+
+
+def _inside(pointer: int, size: int, what: str) -> None:
+    """[pointer, pointer + size) lies within one allocation."""
+    index = bisect.bisect_right(_starts, pointer) - 1
+    if index >= 0:
+        start = _starts[index]
+        if pointer + size <= start + len(_allocations[start]):
+            return
+    raise Refused(INVALID_VALUE, f"{what}: {size} bytes at {pointer:#x} are not inside one "
+                                 f"live allocation")
+
+
+# Initialisation, devices and contexts
+
+@driver_function(UINT, context=False, initialized=False)
 def cuInit(flags):
-    return (OK,)
+    if flags != 0:
+        raise Refused(INVALID_VALUE, "cuInit takes flags 0")
+    _state["initialized"] = True
 
 
-def cuDeviceGetCount():
-    return (OK, 1)
+@driver_function(INT, VOID_P, context=False, initialized=False)
+def cuGetErrorString(result, text):
+    _store(text, VOID_P, ctypes.addressof(_ERROR_TEXT))
 
 
-def cuDeviceGet(ordinal):
-    return (OK, Handle(ordinal)) if ordinal == 0 else (real.CUresult.CUDA_ERROR_INVALID_DEVICE,
-                                                       None)
+@driver_function(VOID_P, context=False)
+def cuDeviceGetCount(count):
+    _store(count, INT, 1)
 
 
-def cuDeviceGetName(length, device):
-    return (OK, b"host stand-in\0")
+@driver_function(VOID_P, INT, context=False)
+def cuDeviceGet(device, ordinal):
+    if ordinal != 0:
+        raise Refused(INVALID_DEVICE, f"no device {ordinal}", misuse=False)
+    _store(device, INT, 0)
 
 
-def cuDevicePrimaryCtxRetain(device):
-    return (OK, Handle(1))
+def _device(device) -> None:
+    if device != 0:
+        raise Refused(INVALID_DEVICE, f"device {device} was not got from cuDeviceGet")
 
 
+@driver_function(VOID_P, INT, INT, context=False)
+def cuDeviceGetName(name, length, device):
+    _device(device)
+    text = b"host stand-in for a GPU\0"
+    if length < len(text):
+        raise Refused(INVALID_VALUE, "the name buffer is too short")
+    ctypes.memmove(name, text, len(text))
+
+
+_ATTRIBUTES = {75: 9, 76: 0, 16: 132, 115: 1}   # compute capability 9.0, 132 SMs, pools
+
+
+@driver_function(VOID_P, INT, INT, context=False)
+def cuDeviceGetAttribute(value, attribute, device):
+    _device(device)
+    if attribute not in _ATTRIBUTES:
+        raise Refused(INVALID_VALUE, f"the stand-in knows no device attribute {attribute}")
+    _store(value, INT, _ATTRIBUTES[attribute])
+
+
+@driver_function(VOID_P, INT, context=False)
+def cuDevicePrimaryCtxRetain(context, device):
+    _device(device)
+    _store(context, VOID_P, PRIMARY_CONTEXT)
+
+
+def _context(context) -> int:
+    if context != PRIMARY_CONTEXT:
+        raise Refused(INVALID_CONTEXT, f"{context} is not a context")
+    return context
+
+
+@driver_function(VOID_P, context=False)
 def cuCtxSetCurrent(context):
-    return (OK,)
+    stack = _thread.contexts
+    if not context:
+        if stack:
+            stack.pop()
+        return
+    if stack:
+        stack[-1] = _context(context)
+    else:
+        stack.append(_context(context))
 
 
+@driver_function(VOID_P, context=False)
 def cuCtxPushCurrent(context):
     calls.append("push")
-    return (OK,)
+    _thread.contexts.append(_context(context))
 
 
-def cuCtxPopCurrent():
+@driver_function(VOID_P, context=False)
+def cuCtxPopCurrent(context):
     calls.append("pop")
-    return (OK, Handle(1))
+    if not _thread.contexts:
+        raise Refused(INVALID_CONTEXT, "popped with no context current")
+    popped = _thread.contexts.pop()
+    if context:
+        _store(context, VOID_P, popped)
 
 
-def cuDeviceGetAttribute(attribute, device):
-    names = real.CUdevice_attribute
-    return (OK, {names.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: 9,
-                 names.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: 0,
-                 names.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: 132,
-                 names.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: 1}[attribute])
+# Memory
+
+@driver_function(VOID_P, VOID_P)
+def cuMemGetInfo(free, total):
+    _store(free, SIZE, MEMORY - _state["used"])
+    _store(total, SIZE, MEMORY)
 
 
-def cuDeviceGetDefaultMemPool(device):
-    return (OK, Handle(7))
-
-
-def cuMemPoolCreate(properties):
-    assert properties.location.type == real.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-    return (OK, Handle(8))
-
-
-def cuMemPoolSetAttribute(pool, attribute, value):
-    assert isinstance(value, real.cuuint64_t)
-    return (OK,)
-
-
-def cuMemPoolTrimTo(pool, keep):
-    return (OK,)
-
-
-def cuStreamCreate(flags):
-    _streams[0] += 1
-    return (OK, real.CUstream(_streams[0]))
-
-
-def cuStreamDestroy(stream):
-    return (OK,)
-
-
-def cuStreamSynchronize(stream):
-    return (OK,)
-
-
-def cuStreamQuery(stream):
-    return (OK,)
-
-
-def _allocate(size):
-    if size > MEMORY:
-        return (OUT_OF_MEMORY, None)
+def _allocate(result, size: int) -> None:
+    if size == 0:
+        raise Refused(INVALID_VALUE, "an allocation of 0 bytes")
+    if size > MEMORY - _state["used"]:
+        raise Refused(OUT_OF_MEMORY, "out of memory", misuse=False)
     buffer = ctypes.create_string_buffer(size)
-    _buffers[ctypes.addressof(buffer)] = buffer
-    return (OK, real.CUdeviceptr(ctypes.addressof(buffer)))
+    pointer = ctypes.addressof(buffer)
+    _allocations[pointer] = buffer
+    bisect.insort(_starts, pointer)
+    _state["used"] += size
+    _store(result, U64, pointer)
 
 
-def cuMemAllocAsync(size, stream):
-    return _allocate(size)
+def _free(pointer) -> None:
+    if pointer not in _allocations:
+        raise Refused(INVALID_VALUE, f"{pointer:#x} is not the start of an allocation")
 
 
-def cuMemAllocFromPoolAsync(size, pool, stream):
-    assert int(pool) == 8, "from the backend's own pool"
-    return _allocate(size)
+def _release(pointer) -> None:
+    buffer = _allocations.pop(pointer, None)
+    if buffer is None:
+        problems.append(("cuMemFreeAsync", f"{pointer:#x} freed twice"))
+        return
+    _starts.remove(pointer)
+    _state["used"] -= len(buffer)
+    ctypes.memset(buffer, 0xFF, len(buffer))
+    _freed.append(buffer)
 
 
-def cuMemAlloc(size):
-    return _allocate(size)
+def _checked(what: str, check, operation):
+    """`operation`, run after `check` (which records a problem where it fails): what a
+    queued operation finds when it runs."""
+    def run():
+        try:
+            check()
+        except Refused as refused:
+            problems.append((what, f"when it ran: {refused}"))
+            return
+        operation()
+    return run
 
 
-def cuMemFreeAsync(pointer, stream):
-    del _buffers[int(pointer)]
-    return (OK,)
+@driver_function(VOID_P, SIZE)
+def cuMemAlloc(result, size):
+    _allocate(result, size)
 
 
+@driver_function(VOID_P, SIZE, VOID_P)
+def cuMemAllocAsync(result, size, stream):
+    _stream(stream)
+    _allocate(result, size)
+
+
+@driver_function(VOID_P, SIZE, VOID_P, VOID_P)
+def cuMemAllocFromPoolAsync(result, size, pool, stream):
+    _live(pool, _pools, "memory pool")
+    _stream(stream)
+    _allocate(result, size)
+
+
+@driver_function(U64)
 def cuMemFree(pointer):
-    del _buffers[int(pointer)]
-    return (OK,)
+    _free(pointer)
+    _run_everything()   # cuMemFree waits for the device
+    _release(pointer)
 
 
-def cuMemGetInfo():
-    return (OK, MEMORY // 2, MEMORY)
+@driver_function(U64, VOID_P)
+def cuMemFreeAsync(pointer, stream):
+    _free(pointer)
+    _enqueue(stream, lambda: _release(pointer))
 
 
-def _set(pointer, value, count, width):
-    memory = (ctypes.c_uint8 * (count * width)).from_address(int(pointer))
-    np.ctypeslib.as_array(memory).view(f"u{width}")[:] = value
-    return (OK,)
+class _PoolProperties(ctypes.Structure):   # CUmemPoolProps, as far as the stand-in reads it
+    _fields_ = [("allocType", ctypes.c_int), ("handleTypes", ctypes.c_int),
+                ("locationType", ctypes.c_int), ("locationId", ctypes.c_int)]
 
 
-def cuMemsetD8Async(pointer, value, count, stream):
-    return _set(pointer, value, count, 1)
+@driver_function(VOID_P, VOID_P)
+def cuMemPoolCreate(pool, properties):
+    asked = _PoolProperties.from_address(properties)
+    if (asked.allocType, asked.locationType, asked.locationId) != (1, 1, 0):
+        raise Refused(INVALID_VALUE, f"pool properties: allocation type {asked.allocType}, "
+                                     f"location type {asked.locationType} id "
+                                     f"{asked.locationId}; a pinned pool on device 0 is 1, 1, 0")
+    handle = _handle()
+    _pools[handle] = 0
+    _store(pool, VOID_P, handle)
 
 
+@driver_function(VOID_P, INT, VOID_P)
+def cuMemPoolSetAttribute(pool, attribute, value):
+    _live(pool, _pools, "memory pool")
+    if attribute != 4:   # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, a cuuint64_t
+        raise Refused(INVALID_VALUE, f"the stand-in knows no pool attribute {attribute}")
+    _pools[pool] = U64.from_address(value).value
+
+
+@driver_function(VOID_P, SIZE)
+def cuMemPoolTrimTo(pool, keep):
+    _live(pool, _pools, "memory pool")
+
+
+@driver_function(VOID_P, INT, U64, context=False)
+def cuPointerGetAttribute(value, attribute, pointer):
+    if attribute != 9:   # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        raise Refused(INVALID_VALUE, f"the stand-in knows no pointer attribute {attribute}")
+    try:
+        _inside(pointer, 1, "cuPointerGetAttribute")
+    except Refused:   # not device memory: the driver says so, without misuse
+        raise Refused(INVALID_VALUE, "not a device pointer", misuse=False) from None
+    _store(value, INT, 0)
+
+
+def _set(pointer, value: int, count: int, width: int, stream) -> None:
+    what = f"a memset of {count} x {width} bytes"
+    check = lambda: _inside(pointer, count * width, what)  # noqa: E731
+    check()
+
+    def fill():
+        memory = (ctypes.c_uint8 * (count * width)).from_address(pointer)
+        np.frombuffer(memory, f"u{width}")[:] = value
+    _enqueue(stream, _checked(what, check, fill))
+
+
+@driver_function(U64, ctypes.c_ubyte, SIZE)
 def cuMemsetD8(pointer, value, count):
-    return _set(pointer, value, count, 1)
+    _set(pointer, value, count, 1, LEGACY)   # asynchronous for device memory
 
 
+@driver_function(U64, ctypes.c_ubyte, SIZE, VOID_P)
+def cuMemsetD8Async(pointer, value, count, stream):
+    _set(pointer, value, count, 1, stream)
+
+
+@driver_function(U64, ctypes.c_ushort, SIZE, VOID_P)
 def cuMemsetD16Async(pointer, value, count, stream):
-    return _set(pointer, value, count, 2)
+    _set(pointer, value, count, 2, stream)
 
 
+@driver_function(U64, UINT, SIZE, VOID_P)
 def cuMemsetD32Async(pointer, value, count, stream):
-    return _set(pointer, value, count, 4)
+    _set(pointer, value, count, 4, stream)
 
 
+@driver_function(U64, SIZE, UINT, SIZE, SIZE, VOID_P)
 def cuMemsetD2D32Async(pointer, pitch, value, width, height, stream):
+    if pitch < 4 * width or height and pointer % 4:
+        raise Refused(INVALID_VALUE, f"pitch {pitch} for rows of {width} x 4 bytes")
     for row in range(height):
-        _set(int(pointer) + row * pitch, value, width, 4)
-    return (OK,)
+        _set(pointer + row * pitch, value, width, 4, stream)
 
 
-def _copy(destination, source, size):
-    ctypes.memmove(int(destination), int(source), size)
-    return (OK,)
-
-
+@driver_function(U64, VOID_P, SIZE, VOID_P)
 def cuMemcpyHtoDAsync(destination, source, size, stream):
-    return _copy(destination, source, size)
+    """From pageable host memory: the source is staged at once, the copy queued."""
+    what = "a copy to the device"
+    check = lambda: _inside(destination, size, what)  # noqa: E731
+    check()
+    staged = ctypes.string_at(source, size)
+    _enqueue(stream, _checked(what, check,
+                              lambda: ctypes.memmove(destination, staged, size)))
 
 
+def _to_host(destination, source, size, stream) -> None:
+    """To pageable host memory: returns once the copy has run, so after the stream's work."""
+    what = "a copy from the device"
+    check = lambda: _inside(source, size, what)  # noqa: E731
+    check()
+    _enqueue(stream, _checked(what, check, lambda: ctypes.memmove(destination, source, size)))
+    _streams[_stream(stream)].run()
+
+
+@driver_function(VOID_P, U64, SIZE, VOID_P)
 def cuMemcpyDtoHAsync(destination, source, size, stream):
-    return _copy(destination, source, size)
+    _to_host(destination, source, size, stream)
 
 
+@driver_function(VOID_P, U64, SIZE)
 def cuMemcpyDtoH(destination, source, size):
-    return _copy(destination, source, size)
+    _to_host(destination, source, size, LEGACY)
 
 
+@driver_function(U64, U64, SIZE, VOID_P)
 def cuMemcpyAsync(destination, source, size, stream):
-    return _copy(destination, source, size)
+    def check():
+        _inside(source, size, "the source of a copy")
+        _inside(destination, size, "the destination of a copy")
+    check()
+    _enqueue(stream, _checked("cuMemcpyAsync", check,
+                              lambda: ctypes.memmove(destination, source, size)))
 
 
-def cuModuleLoadData(image):
-    assert image[:4] == b"\x7fELF" or image.endswith(b"\0"), "a cubin, or PTX ending in NUL"
-    return (OK, Handle(9))
+# Streams and events
+
+@driver_function(VOID_P, UINT)
+def cuStreamCreate(stream, flags):
+    if flags not in (0, 1):   # CU_STREAM_DEFAULT, CU_STREAM_NON_BLOCKING
+        raise Refused(INVALID_VALUE, f"stream flags {flags}")
+    handle = _handle()
+    _streams[handle] = _Stream(blocking=flags == 0)
+    _store(stream, VOID_P, handle)
 
 
-def cuModuleGetFunction(module, name):
-    return (OK, Handle(10, name=name))
+@driver_function(VOID_P)
+def cuStreamDestroy(stream):
+    """Work still queued runs first; the handle is gone at once."""
+    handle = _stream(stream)
+    if handle in (LEGACY, PER_THREAD):
+        raise Refused(INVALID_HANDLE, "the default streams cannot be destroyed")
+    _streams[handle].run()
+    del _streams[handle]
 
 
-def cuFuncGetAttribute(attribute, function):
-    return (OK, 1024)
+@driver_function(VOID_P)
+def cuStreamSynchronize(stream):
+    _streams[_stream(stream)].run()
 
 
-def cuEventCreate(flags):
-    return (OK, Handle(11))
+@driver_function(VOID_P)
+def cuStreamQuery(stream):
+    if _streams[_stream(stream)].queued:
+        raise Refused(NOT_READY, "work is queued", misuse=False)
 
 
+@driver_function(VOID_P, UINT)
+def cuEventCreate(event, flags):
+    handle = _handle()
+    _events[handle] = None
+    _store(event, VOID_P, handle)
+
+
+@driver_function(VOID_P, VOID_P)
 def cuEventRecord(event, stream):
-    calls.append(("record", int(stream)))
-    return (OK,)
+    _live(event, _events, "event")
+    handle = _stream(stream)
+    _events[event] = (_streams[handle], _streams[handle].submitted)
+    calls.append(("record", handle))
 
 
+@driver_function(VOID_P, VOID_P, UINT)
 def cuStreamWaitEvent(stream, event, flags):
-    calls.append(("wait", int(stream)))
-    return (OK,)
+    _live(event, _events, "event")
+    handle = _stream(stream)
+    calls.append(("wait", handle))
+    if _events[event] is not None:
+        producer, position = _events[event]
+        if producer is not _streams[handle] and position > producer.done:
+            _append(_streams[handle], _waiting_for(producer, position))
 
 
+@driver_function(VOID_P)
 def cuEventDestroy(event):
-    return (OK,)
+    del _events[_live(event, _events, "event")]
 
 
-def cuGetErrorString(result):
-    return (OK, b"an error of the host stand-in")
+# Modules and launches
+
+def _image(image: int) -> bytes:
+    """A cubin (ELF for machine EM_CUDA, its length from its header) or PTX (to its NUL)."""
+    if ctypes.string_at(image, 4) == b"\x7fELF":
+        header = ctypes.string_at(image, 64)
+        if int.from_bytes(header[18:20], "little") != EM_CUDA:
+            raise Refused(INVALID_IMAGE, "an ELF image that is not for CUDA")
+        section_table = int.from_bytes(header[40:48], "little")
+        entry, count = (int.from_bytes(header[58:60], "little"),
+                        int.from_bytes(header[60:62], "little"))
+        return ctypes.string_at(image, section_table + entry * count)
+    text = ctypes.string_at(image)
+    if b".version" not in text or b".entry" not in text:
+        raise Refused(INVALID_IMAGE, "neither a cubin nor PTX with an .entry")
+    return text
 
 
-def cuPointerGetAttribute(attribute, pointer):
-    return (OK, 0)
+@driver_function(VOID_P, VOID_P)
+def cuModuleLoadData(module, image):
+    handle = _handle()
+    _modules[handle] = _image(image)
+    _store(module, VOID_P, handle)
 
 
+@driver_function(VOID_P, VOID_P, ctypes.c_char_p)
+def cuModuleGetFunction(function, module, name):
+    image = _modules[_live(module, _modules, "module")]
+    if name + b"\0" not in image:
+        raise Refused(NOT_FOUND, f"no kernel {name.decode()} in the module")
+    handle = _handle()
+    _functions[handle] = name.decode()
+    _store(function, VOID_P, handle)
+
+
+@driver_function(VOID_P, INT, VOID_P)
+def cuFuncGetAttribute(value, attribute, function):
+    _live(function, _functions, "function")
+    if attribute != 0:   # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        raise Refused(INVALID_VALUE, f"the stand-in knows no function attribute {attribute}")
+    _store(value, INT, 1024)
+
+
+@driver_function(VOID_P, UINT, UINT, UINT, UINT, UINT, UINT, UINT, VOID_P, VOID_P, VOID_P)
 def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
     """Run the CPU build of the kernel's job on the launch record the runtime packed."""
     from kernelkit.backend import make_backend
     from kernelkit.compiler.driver import compile_job
     from kernelkit.compiler.job import CompilerJob
     from kernelkit.runtime.arguments import ArgumentLayout
-    job = function.job
+    _live(function, _functions, "function")
+    _stream(stream)
+    grid, block = (gx, gy, gz), (bx, by, bz)
+    if not all(1 <= count <= most for count, most in zip(grid, MAX_GRID)):
+        raise Refused(INVALID_VALUE, f"grid {grid} outside the limits {MAX_GRID}")
+    if not all(1 <= count <= most for count, most in zip(block, MAX_BLOCK)) \
+            or bx * by * bz > 1024:
+        raise Refused(INVALID_VALUE, f"block {block} outside the limits")
+    if shared or extra or not params:
+        raise Refused(INVALID_VALUE, "the launch record goes in kernelParams alone")
+    job = jobs[function]
     config = dataclasses.replace(job.config, target=make_backend("cpu").target())
     compiled = compile_job(CompilerJob(job.source, config))
     sizes = job.config.workgroupsize
-    assert (bx, by, bz)[:len(sizes)] == tuple(reversed(sizes)), "block = work-group, x last"
+    assert block[:len(sizes)] == tuple(reversed(sizes)), "block = work-group, x last"
     layout = ArgumentLayout(job.source.argtypes, len(sizes))
-    record = ctypes.string_at(ctypes.c_void_p.from_address(params).value, layout.size)
+    record = ctypes.string_at(VOID_P.from_address(params).value, layout.size)  # copied now
     groups = 1
-    for count in (gx, gy, gz)[:len(sizes)]:
+    for count in grid[:len(sizes)]:
         groups *= count
+    name = _functions[function]
     entry = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
-    entry(compiled.entry)(record, 0, groups)
-    return (OK,)
+
+    def run():
+        """As on a GPU, a kernel given memory that is not allocated when it runs fails
+        with an illegal address, and the context is lost: every later call says so."""
+        try:
+            _arrays_live(name, layout, record)
+        except Refused as refused:
+            problems.append((f"cuLaunchKernel({name})", f"when it ran: {refused}"))
+            _state["lost"] = ILLEGAL_ADDRESS
+            return
+        entry(compiled.entry)(record, 0, groups)
+    _enqueue(stream, run)
 
 
-_DEFINED = {name for name in dir() if name.startswith("cu")}
+def _arrays_live(name: str, layout, record: bytes) -> None:
+    """Every array of the launch record lies within one live allocation."""
+    from kernelkit.ir import types as T
+    for number, field in enumerate(layout.fields):
+        if not isinstance(field.type, T.ArrayType):
+            continue
+        ndim = field.type.ndim
+        pointer, *rest = struct.unpack_from(f"<{1 + 2 * ndim}q", record, field.offset)
+        shape, strides = rest[:ndim], rest[ndim:]
+        if 0 in shape:
+            continue
+        if field.type.layout == "C":
+            low, high = 0, math.prod(shape) - 1
+        else:
+            low = sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+            high = sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
+        itemsize = field.type.dtype.itemsize
+        _inside(pointer + low * itemsize, (high - low + 1) * itemsize,
+                f"kernel {name}, array argument {number}")
+
+
+# Loading
+
+def _build() -> Path:
+    """stand_in_libcuda.c built as libcuda.so.1 (once per source text)."""
+    source = HERE / "stand_in_libcuda.c"
+    compiler = shutil.which(os.environ.get("CC") or "cc")
+    if compiler is None:
+        raise RuntimeError("the host stand-in for the driver needs a C compiler: cc, or $CC")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"kernelkit-stand-in-libcuda-{digest}"
+    library = folder / "libcuda.so.1"
+    if not library.exists():
+        folder.mkdir(exist_ok=True)
+        built = folder / f"libcuda.so.1.{os.getpid()}"
+        subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1",
+                        "-o", str(built), str(source)], check=True)
+        built.replace(library)
+    return library
 
 
 def _install() -> None:
-    module = types.ModuleType("cuda.bindings.driver")
-    for name in dir(real):
-        value = getattr(real, name)
-        if isinstance(value, type) or not callable(value):  # types and enums; every
-            setattr(module, name, value)  # function comes from here: a missing one fails
-    for name in _DEFINED:
-        setattr(module, name, globals()[name])
-    sys.modules["cuda.bindings.driver"] = module
-    import cuda.bindings
-    cuda.bindings.driver = module
-    # The launch needs the kernel's job: hang it on the function handle.
+    library = ctypes.CDLL(str(_build()), mode=os.RTLD_GLOBAL)
+    for name, callback in _callbacks.items():
+        if library.stand_in_register(name.encode(), callback):
+            raise RuntimeError("stand_in_libcuda.c: too many functions registered")
+    _install.library = library
+    # The launch needs the kernel's job: note it under the function handle.
     import backends.cuda.runtime as runtime
     prepare = runtime.CUDABackend.prepare
 
     def prepare_with_job(self, compiled, argtypes, ndim):
         prepared = prepare(self, compiled, argtypes, ndim)
-        prepared.function = Handle(10, name=prepared.name, job=compiled.job)
+        jobs[int(prepared.function)] = compiled.job
         return prepared
     runtime.CUDABackend.prepare = prepare_with_job
     runtime.HOST_DRIVER = True
+
+
+@pytest.fixture(autouse=True)
+def _no_driver_misuse():
+    """A test fails when the runtime made a call the real driver would refuse, also one
+    whose result it ignores."""
+    seen = len(problems)
+    yield
+    import gc
+    gc.collect()   # the frees of the test's arrays
+    misuse = problems[seen:]
+    assert not misuse, "driver calls the real driver would refuse:\n" + "\n".join(
+        f"{name}: {why}" for name, why in misuse)
 
 
 _install()

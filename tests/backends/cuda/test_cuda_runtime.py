@@ -5,9 +5,11 @@ way round, out of memory, a failed launch reported on synchronize with the kerne
 
 Every test here needs a GPU and is skipped with the reason where there is none (the
 kernels of the whole suite still compile for sm_80 and sm_90 there)."""
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,6 +164,27 @@ def test_a_launch_with_another_backends_array_orders_both_streams(gpu):
     assert waits == [("wait", other.stream_handle), ("wait", gpu.stream_handle)]
 
 
+@pytest.mark.skipif(not ON_HOST_DRIVER, reason="checks the host stand-in for the driver")
+def test_the_stand_in_refuses_what_the_driver_refuses(gpu):
+    import threading
+
+    import host_driver
+    from cuda.bindings import driver
+    seen = len(host_driver.problems)
+    results = []
+    thread = threading.Thread(target=lambda: results.append(driver.cuStreamCreate(0)[0]))
+    thread.start()
+    thread.join()
+    assert results == [driver.CUresult.CUDA_ERROR_INVALID_CONTEXT]   # none current there
+    y = kk.zeros(gpu, np.float32, 4)
+    host = np.empty(8, np.float32)
+    assert driver.cuMemcpyDtoH(host.ctypes.data, y.pointer, host.nbytes)[0] == \
+        driver.CUresult.CUDA_ERROR_INVALID_VALUE   # 32 bytes from a 16-byte allocation
+    assert [name for name, _ in host_driver.problems[seen:]] == ["cuStreamCreate",
+                                                                 "cuMemcpyDtoH"]
+    del host_driver.problems[seen:]
+
+
 def test_launches_from_another_thread_run_on_the_same_gpu(gpu):
     import threading
     y = kk.zeros(gpu, np.float32, 1000)
@@ -213,6 +236,23 @@ def test_arrays_of_other_libraries_by_either_protocol_are_arguments(gpu):
     np.testing.assert_array_equal(kk.to_numpy(DLPackOnly(x)), np.arange(100))
 
 
+def test_the_host_reads_another_librarys_array_after_every_backend_that_wrote_it(gpu):
+    other = CUDABackend(device=gpu.device)
+    y = kk.zeros(gpu, np.float32, 1000)
+    for _ in range(5):
+        add_one(other, 128)(Interface(y), ndrange=1000)   # queued on other's stream
+    np.testing.assert_array_equal(kk.to_numpy(Interface(y)), np.full(1000, 5, np.float32))
+
+
+def test_another_librarys_array_dropped_after_a_launch_lives_until_the_launch_ran(gpu):
+    import gc
+    other = CUDABackend(device=gpu.device)
+    add_one(other, 64)(Interface(kk.zeros(gpu, np.float32, 64)), ndrange=64)
+    gc.collect()   # nothing of ours refers to the array: the launch must keep it
+    kk.synchronize(gpu)   # where its free is queued
+    kk.synchronize(other)   # the launch ran on memory still allocated (the stand-in checks)
+
+
 def test_a_read_only_array_of_another_library_is_only_taken_for_a_const_parameter(gpu):
     x = Interface(kk.to_backend(gpu, np.arange(8, dtype=np.float32)), read_only=True)
     y = kk.zeros(gpu, np.float32, 8)
@@ -248,10 +288,11 @@ def test_out_of_memory_is_an_error_with_the_size_asked_for(gpu):
     assert kk.to_numpy(kk.ones(gpu, np.int32, 3)).tolist() == [1, 1, 1]
 
 
-@pytest.mark.skipif(ON_HOST_DRIVER, reason="an illegal address needs a real GPU")
-def test_a_failed_launch_is_reported_on_synchronize_with_the_kernel_name():
-    # An illegal address ends the GPU context for good: this runs in a process of its own.
-    script = textwrap.dedent("""
+def test_a_failed_launch_is_reported_on_synchronize_with_the_kernel_name(tmp_path):
+    # An illegal address ends the GPU context for good: this runs in a process of its own
+    # (on the host stand-in for the driver too, which fails such a launch the same way).
+    script = "import host_driver\n" if ON_HOST_DRIVER else ""
+    script += textwrap.dedent("""
         import numpy as np
         import kernelkit as kk
         from backends.cuda.array import CUDAArray
@@ -273,8 +314,13 @@ def test_a_failed_launch_is_reported_on_synchronize_with_the_kernel_name():
         except kk.BackendError as error:
             print("AFTER:", error)
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=120)
+    path = tmp_path / "wild_pointer.py"   # a file: kernels are read from their source
+    path.write_text(script)
+    root = Path(__file__).parents[3]
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(root), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                            env=environment, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "ERROR: a launch of kernel 'write_through_a_wild_pointer'" in result.stdout
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in result.stdout
