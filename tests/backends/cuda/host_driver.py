@@ -27,8 +27,17 @@ the legacy default stream and blocking streams wait for each other. So a result 
 without the waits the driver needs is stale, and memory freed on one stream while
 another, not ordered after it, still has work using it is caught: freed memory is filled
 with 0xFF until no queued work is left, and a launch checks that every array it is given
-lies in live memory when it runs. Nothing is proved about the PTX: that is tested on a
-GPU, where this plugin is not used.
+lies in live memory when it runs (an illegal address otherwise, and the context is lost,
+as on a GPU).
+
+Races between streams are found whatever order the work happens to run in: each stream,
+and the host, keeps a vector clock of how far it knows every stream to have run (events,
+stream waits, synchronizes, the legacy stream's rules), and every access to memory (an
+allocation or free in stream order, a copy, a memset, a launch's arrays: kk.Const ones
+read, the others written) is checked against the recent accesses of other streams to
+the same allocation: a conflicting one that is not ordered before it is a problem.
+
+Nothing is proved about the PTX: that is tested on a GPU, where this plugin is not used.
 
     PYTHONPATH=tests/backends/cuda python -m pytest -p host_driver tests/..."""
 from __future__ import annotations
@@ -162,6 +171,8 @@ class _Stream:
         self.queued = collections.deque()
         self.submitted = 0   # the number of the last operation queued
         self.done = 0   # the number of the last operation run
+        self.clock = {self: 0}   # stream -> how far it has run before this one goes on
+        self.gone = False
 
     def run(self, until: int | None = None) -> None:
         while self.queued and (until is None or self.queued[0][0] <= until):
@@ -185,24 +196,77 @@ def _waiting_for(stream: _Stream, until: int):
     return lambda: stream.run(until)
 
 
-def _enqueue(stream, operation) -> None:
+_host: dict = {}
+"""How far each stream is known to have run when the host queues its next operation (it
+waited for them): the vector clock of the host."""
+
+
+def _merge(clock: dict, other: dict) -> None:
+    for stream, position in other.items():
+        if clock.get(stream, 0) < position:
+            clock[stream] = position
+
+
+def _host_waited(queue: _Stream) -> None:
+    _merge(_host, queue.clock)
+
+
+def _enqueue(stream, operation, accesses=()) -> None:
     """Queue `operation` on `stream` (a handle), after what the legacy default stream and
-    blocking streams require of each other."""
+    blocking streams require of each other. `accesses` are the (pointer, size, write,
+    what) of memory it uses: each must lie within an allocation not freed, and be ordered
+    after every access of another stream it conflicts with (a race otherwise)."""
     queue = _streams[_stream(stream)]
+    for pointer, size, _, what in accesses:   # refused before anything is queued
+        if _inside(pointer, size, what) in _logically_freed:
+            raise Refused(INVALID_VALUE, f"{what}: the memory at {pointer:#x} was freed")
     legacy = _streams[LEGACY]
     if queue is legacy:
         waits = [other for other in _streams.values() if other.blocking]
     else:
         waits = [legacy] if queue.blocking else []
     for other in waits:
+        _merge(queue.clock, other.clock)
         if other.submitted > other.done:
             _append(queue, _waiting_for(other, other.submitted))
+    _merge(queue.clock, _host)
     _append(queue, operation)
+    for pointer, size, write, what in accesses:
+        _access(queue, pointer, size, write, what)
 
 
 def _append(queue: _Stream, operation) -> None:
     queue.submitted += 1
+    queue.clock[queue] = queue.submitted
     queue.queued.append((queue.submitted, operation))
+
+
+@dataclasses.dataclass
+class _Access:
+    stream: _Stream
+    position: int
+    low: int
+    high: int
+    write: bool
+    what: str
+
+
+_accesses: dict[int, list[_Access]] = {}   # allocation -> its latest accesses
+_logically_freed: set[int] = set()   # allocations whose free is queued
+
+
+def _access(queue: _Stream, pointer: int, size: int, write: bool, what: str) -> None:
+    recent = _accesses.setdefault(_inside(pointer, size, what), [])
+    for other in recent:
+        if (write or other.write) and other.low < pointer + size and pointer < other.high \
+                and not other.stream.gone and queue.clock.get(other.stream, 0) < other.position:
+            problems.append((what, f"{'writes' if write else 'reads'} memory that {other.what} "
+                                   f"{'wrote' if other.write else 'read'} on another stream, "
+                                   f"and nothing (an event, a synchronize) orders the two"))
+            break
+    recent.append(_Access(queue, queue.clock[queue], pointer, pointer + size, write, what))
+    if len(recent) > 32:
+        del recent[0]
 
 
 def _run_everything() -> None:
@@ -210,13 +274,13 @@ def _run_everything() -> None:
         stream.run()
 
 
-def _inside(pointer: int, size: int, what: str) -> None:
-    """[pointer, pointer + size) lies within one allocation."""
+def _inside(pointer: int, size: int, what: str) -> int:
+    """The start of the allocation [pointer, pointer + size) lies within."""
     index = bisect.bisect_right(_starts, pointer) - 1
     if index >= 0:
         start = _starts[index]
         if pointer + size <= start + len(_allocations[start]):
-            return
+            return start
     raise Refused(INVALID_VALUE, f"{what}: {size} bytes at {pointer:#x} are not inside one "
                                  f"live allocation")
 
@@ -335,16 +399,15 @@ def _allocate(result, size: int) -> None:
 
 
 def _free(pointer) -> None:
-    if pointer not in _allocations:
+    if pointer not in _allocations or pointer in _logically_freed:
         raise Refused(INVALID_VALUE, f"{pointer:#x} is not the start of an allocation")
 
 
 def _release(pointer) -> None:
-    buffer = _allocations.pop(pointer, None)
-    if buffer is None:
-        problems.append(("cuMemFreeAsync", f"{pointer:#x} freed twice"))
-        return
+    buffer = _allocations.pop(pointer)
     _starts.remove(pointer)
+    _logically_freed.discard(pointer)
+    _accesses.pop(pointer, None)
     _state["used"] -= len(buffer)
     ctypes.memset(buffer, 0xFF, len(buffer))
     _freed.append(buffer)
@@ -368,30 +431,39 @@ def cuMemAlloc(result, size):
     _allocate(result, size)
 
 
+def _allocate_on(result, size: int, stream) -> None:
+    """Stream-ordered: the memory may be used by work ordered after the allocation."""
+    _allocate(result, size)
+    pointer = U64.from_address(result).value
+    _enqueue(stream, lambda: None, [(pointer, size, True, "cuMemAllocAsync")])
+
+
 @driver_function(VOID_P, SIZE, VOID_P)
 def cuMemAllocAsync(result, size, stream):
-    _stream(stream)
-    _allocate(result, size)
+    _allocate_on(result, size, stream)
 
 
 @driver_function(VOID_P, SIZE, VOID_P, VOID_P)
 def cuMemAllocFromPoolAsync(result, size, pool, stream):
     _live(pool, _pools, "memory pool")
-    _stream(stream)
-    _allocate(result, size)
+    _allocate_on(result, size, stream)
 
 
 @driver_function(U64)
 def cuMemFree(pointer):
     _free(pointer)
     _run_everything()   # cuMemFree waits for the device
+    for queue in _streams.values():
+        _host_waited(queue)
     _release(pointer)
 
 
 @driver_function(U64, VOID_P)
 def cuMemFreeAsync(pointer, stream):
     _free(pointer)
-    _enqueue(stream, lambda: _release(pointer))
+    size = len(_allocations[pointer])
+    _enqueue(stream, lambda: _release(pointer), [(pointer, size, True, "cuMemFreeAsync")])
+    _logically_freed.add(pointer)
 
 
 class _PoolProperties(ctypes.Structure):   # CUmemPoolProps, as far as the stand-in reads it
@@ -438,12 +510,11 @@ def cuPointerGetAttribute(value, attribute, pointer):
 def _set(pointer, value: int, count: int, width: int, stream) -> None:
     what = f"a memset of {count} x {width} bytes"
     check = lambda: _inside(pointer, count * width, what)  # noqa: E731
-    check()
 
     def fill():
         memory = (ctypes.c_uint8 * (count * width)).from_address(pointer)
         np.frombuffer(memory, f"u{width}")[:] = value
-    _enqueue(stream, _checked(what, check, fill))
+    _enqueue(stream, _checked(what, check, fill), [(pointer, count * width, True, what)])
 
 
 @driver_function(U64, ctypes.c_ubyte, SIZE)
@@ -479,19 +550,20 @@ def cuMemcpyHtoDAsync(destination, source, size, stream):
     """From pageable host memory: the source is staged at once, the copy queued."""
     what = "a copy to the device"
     check = lambda: _inside(destination, size, what)  # noqa: E731
-    check()
     staged = ctypes.string_at(source, size)
-    _enqueue(stream, _checked(what, check,
-                              lambda: ctypes.memmove(destination, staged, size)))
+    _enqueue(stream, _checked(what, check, lambda: ctypes.memmove(destination, staged, size)),
+             [(destination, size, True, what)])
 
 
 def _to_host(destination, source, size, stream) -> None:
     """To pageable host memory: returns once the copy has run, so after the stream's work."""
     what = "a copy from the device"
     check = lambda: _inside(source, size, what)  # noqa: E731
-    check()
-    _enqueue(stream, _checked(what, check, lambda: ctypes.memmove(destination, source, size)))
-    _streams[_stream(stream)].run()
+    _enqueue(stream, _checked(what, check, lambda: ctypes.memmove(destination, source, size)),
+             [(source, size, False, what)])
+    queue = _streams[_stream(stream)]
+    queue.run()
+    _host_waited(queue)
 
 
 @driver_function(VOID_P, U64, SIZE, VOID_P)
@@ -509,9 +581,10 @@ def cuMemcpyAsync(destination, source, size, stream):
     def check():
         _inside(source, size, "the source of a copy")
         _inside(destination, size, "the destination of a copy")
-    check()
     _enqueue(stream, _checked("cuMemcpyAsync", check,
-                              lambda: ctypes.memmove(destination, source, size)))
+                              lambda: ctypes.memmove(destination, source, size)),
+             [(source, size, False, "the source of a copy"),
+              (destination, size, True, "the destination of a copy")])
 
 
 # Streams and events
@@ -531,19 +604,25 @@ def cuStreamDestroy(stream):
     handle = _stream(stream)
     if handle in (LEGACY, PER_THREAD):
         raise Refused(INVALID_HANDLE, "the default streams cannot be destroyed")
-    _streams[handle].run()
-    del _streams[handle]
+    queue = _streams.pop(handle)
+    queue.run()
+    queue.gone = True   # what it did is ordered before everything later
+    _host.pop(queue, None)
 
 
 @driver_function(VOID_P)
 def cuStreamSynchronize(stream):
-    _streams[_stream(stream)].run()
+    queue = _streams[_stream(stream)]
+    queue.run()
+    _host_waited(queue)
 
 
 @driver_function(VOID_P)
 def cuStreamQuery(stream):
-    if _streams[_stream(stream)].queued:
+    queue = _streams[_stream(stream)]
+    if queue.queued:
         raise Refused(NOT_READY, "work is queued", misuse=False)
+    _host_waited(queue)
 
 
 @driver_function(VOID_P, UINT)
@@ -557,7 +636,9 @@ def cuEventCreate(event, flags):
 def cuEventRecord(event, stream):
     _live(event, _events, "event")
     handle = _stream(stream)
-    _events[event] = (_streams[handle], _streams[handle].submitted)
+    queue = _streams[handle]
+    _merge(queue.clock, _host)
+    _events[event] = (queue, queue.submitted, dict(queue.clock))
     calls.append(("record", handle))
 
 
@@ -567,9 +648,11 @@ def cuStreamWaitEvent(stream, event, flags):
     handle = _stream(stream)
     calls.append(("wait", handle))
     if _events[event] is not None:
-        producer, position = _events[event]
-        if producer is not _streams[handle] and position > producer.done:
-            _append(_streams[handle], _waiting_for(producer, position))
+        producer, position, clock = _events[event]
+        waiter = _streams[handle]
+        _merge(waiter.clock, clock)
+        if producer is not waiter and position > producer.done:
+            _append(waiter, _waiting_for(producer, position))
 
 
 @driver_function(VOID_P)
@@ -649,6 +732,13 @@ def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, ext
         groups *= count
     name = _functions[function]
     entry = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
+    accesses = []
+    for access in _array_accesses(name, layout, record):
+        try:
+            _inside(access[0], access[1], access[3])
+            accesses.append(access)
+        except Refused:   # a wild pointer: the launch fails as it runs, as on a GPU
+            pass
 
     def run():
         """As on a GPU, a kernel given memory that is not allocated when it runs fails
@@ -660,11 +750,18 @@ def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, ext
             _state["lost"] = ILLEGAL_ADDRESS
             return
         entry(compiled.entry)(record, 0, groups)
-    _enqueue(stream, run)
+    _enqueue(stream, run, accesses)
 
 
 def _arrays_live(name: str, layout, record: bytes) -> None:
     """Every array of the launch record lies within one live allocation."""
+    for pointer, size, _, what in _array_accesses(name, layout, record):
+        _inside(pointer, size, what)
+
+
+def _array_accesses(name: str, layout, record: bytes):
+    """(pointer, size, write, what) of each array of the launch record: kk.Const arrays
+    are read, others may be written."""
     from kernelkit.ir import types as T
     for number, field in enumerate(layout.fields):
         if not isinstance(field.type, T.ArrayType):
@@ -680,8 +777,8 @@ def _arrays_live(name: str, layout, record: bytes) -> None:
             low = sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
             high = sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
         itemsize = field.type.dtype.itemsize
-        _inside(pointer + low * itemsize, (high - low + 1) * itemsize,
-                f"kernel {name}, array argument {number}")
+        yield (pointer + low * itemsize, (high - low + 1) * itemsize, not field.type.const,
+               f"kernel {name}, array argument {number}")
 
 
 # Loading

@@ -180,8 +180,20 @@ def test_the_stand_in_refuses_what_the_driver_refuses(gpu):
     host = np.empty(8, np.float32)
     assert driver.cuMemcpyDtoH(host.ctypes.data, y.pointer, host.nbytes)[0] == \
         driver.CUresult.CUDA_ERROR_INVALID_VALUE   # 32 bytes from a 16-byte allocation
-    assert [name for name, _ in host_driver.problems[seen:]] == ["cuStreamCreate",
-                                                                 "cuMemcpyDtoH"]
+    # Memory allocated in the order of one stream, set on another with nothing between.
+    one, two = driver.cuStreamCreate(0)[1], driver.cuStreamCreate(0)[1]
+    error, pointer = driver.cuMemAllocAsync(64, one)
+    assert not error and not driver.cuMemsetD8Async(pointer, 1, 64, two)[0]  # a race
+    _, event = driver.cuEventCreate(0)
+    driver.cuEventRecord(event, two)
+    driver.cuStreamWaitEvent(one, event, 0)   # the free waits for the memset: no race
+    assert not driver.cuMemFreeAsync(pointer, one)[0]
+    for handle in (one, two):
+        driver.cuStreamDestroy(handle)
+    driver.cuEventDestroy(event)
+    names = [name for name, _ in host_driver.problems[seen:]]
+    assert names == ["cuStreamCreate", "cuMemcpyDtoH", "a memset of 64 x 1 bytes"], names
+    assert "nothing (an event, a synchronize) orders the two" in host_driver.problems[-1][1]
     del host_driver.problems[seen:]
 
 
