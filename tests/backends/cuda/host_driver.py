@@ -22,8 +22,9 @@ same launch record (both backends share `ArgumentLayout`), so results can be che
 
 Work is asynchronous as on a GPU, and as late as it may be: copies, memsets, launches and
 frees queue on their stream and run only when the host waits for them (a stream
-synchronize, a copy to host memory) or another stream waits for them through an event;
-the legacy default stream and blocking streams wait for each other. So a result read
+synchronize or query, a copy to host memory) or another stream waits for them through an
+event; the legacy default stream and blocking streams wait for each other; a destroyed
+stream's work runs later, unordered. So a result read
 without the waits the driver needs is stale, and memory freed on one stream while
 another, not ordered after it, still has work using it is caught: freed memory is filled
 with 0xFF until no queued work is left, and a launch checks that every array it is given
@@ -67,7 +68,7 @@ problems: list = []   # (function, why) for every call the real driver would ref
 
 SUCCESS, INVALID_VALUE, OUT_OF_MEMORY, NOT_INITIALIZED = 0, 1, 2, 3
 INVALID_DEVICE, INVALID_IMAGE, INVALID_CONTEXT = 101, 200, 201
-INVALID_HANDLE, NOT_FOUND, NOT_READY, ILLEGAL_ADDRESS, UNKNOWN = 400, 500, 600, 700, 999
+INVALID_HANDLE, NOT_FOUND, ILLEGAL_ADDRESS, UNKNOWN = 400, 500, 700, 999
 LEGACY, PER_THREAD = 1, 2   # CU_STREAM_LEGACY, CU_STREAM_PER_THREAD; NULL is LEGACY
 EM_CUDA = 190
 MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -172,19 +173,25 @@ class _Stream:
         self.submitted = 0   # the number of the last operation queued
         self.done = 0   # the number of the last operation run
         self.clock = {self: 0}   # stream -> how far it has run before this one goes on
-        self.gone = False
 
     def run(self, until: int | None = None) -> None:
         while self.queued and (until is None or self.queued[0][0] <= until):
             number, operation = self.queued.popleft()
             operation()
             self.done = number
-        if _freed and not any(stream.queued for stream in _streams.values()):
+        if _freed and not any(stream.queued for stream in [*_streams.values(), *_destroyed]):
             _freed.clear()
 
 
 _streams: dict[int, _Stream] = {LEGACY: _Stream(blocking=False),
                                 PER_THREAD: _Stream(blocking=True)}
+_destroyed: list[_Stream] = []   # destroyed streams with work still queued
+
+
+def _progress() -> None:
+    """The device gets on with the work of destroyed streams (no one can wait for it)."""
+    while _destroyed:
+        _destroyed.pop().run()
 
 
 def _stream(stream) -> int:
@@ -259,7 +266,7 @@ def _access(queue: _Stream, pointer: int, size: int, write: bool, what: str) -> 
     recent = _accesses.setdefault(_inside(pointer, size, what), [])
     for other in recent:
         if (write or other.write) and other.low < pointer + size and pointer < other.high \
-                and not other.stream.gone and queue.clock.get(other.stream, 0) < other.position:
+                and queue.clock.get(other.stream, 0) < other.position:
             problems.append((what, f"{'writes' if write else 'reads'} memory that {other.what} "
                                    f"{'wrote' if other.write else 'read'} on another stream, "
                                    f"and nothing (an event, a synchronize) orders the two"))
@@ -270,6 +277,7 @@ def _access(queue: _Stream, pointer: int, size: int, write: bool, what: str) -> 
 
 
 def _run_everything() -> None:
+    _progress()
     for stream in list(_streams.values()):
         stream.run()
 
@@ -509,6 +517,8 @@ def cuPointerGetAttribute(value, attribute, pointer):
 
 def _set(pointer, value: int, count: int, width: int, stream) -> None:
     what = f"a memset of {count} x {width} bytes"
+    if pointer % width:
+        raise Refused(INVALID_VALUE, f"{what} at {pointer:#x}, not aligned to {width} bytes")
     check = lambda: _inside(pointer, count * width, what)  # noqa: E731
 
     def fill():
@@ -539,7 +549,7 @@ def cuMemsetD32Async(pointer, value, count, stream):
 
 @driver_function(U64, SIZE, UINT, SIZE, SIZE, VOID_P)
 def cuMemsetD2D32Async(pointer, pitch, value, width, height, stream):
-    if pitch < 4 * width or height and pointer % 4:
+    if height > 1 and (pitch < 4 * width or pitch % 4):
         raise Refused(INVALID_VALUE, f"pitch {pitch} for rows of {width} x 4 bytes")
     for row in range(height):
         _set(pointer + row * pitch, value, width, 4, stream)
@@ -600,19 +610,18 @@ def cuStreamCreate(stream, flags):
 
 @driver_function(VOID_P)
 def cuStreamDestroy(stream):
-    """Work still queued runs first; the handle is gone at once."""
+    """The handle is gone at once; work still queued runs later, unordered with the host
+    (it runs whenever the host waits for anything)."""
     handle = _stream(stream)
     if handle in (LEGACY, PER_THREAD):
         raise Refused(INVALID_HANDLE, "the default streams cannot be destroyed")
-    queue = _streams.pop(handle)
-    queue.run()
-    queue.gone = True   # what it did is ordered before everything later
-    _host.pop(queue, None)
+    _destroyed.append(_streams.pop(handle))
 
 
 @driver_function(VOID_P)
 def cuStreamSynchronize(stream):
     queue = _streams[_stream(stream)]
+    _progress()
     queue.run()
     _host_waited(queue)
 
@@ -620,8 +629,7 @@ def cuStreamSynchronize(stream):
 @driver_function(VOID_P)
 def cuStreamQuery(stream):
     queue = _streams[_stream(stream)]
-    if queue.queued:
-        raise Refused(NOT_READY, "work is queued", misuse=False)
+    queue.run()   # the device got on with it: the answer is "done", which the host now knows
     _host_waited(queue)
 
 
@@ -636,8 +644,8 @@ def cuEventCreate(event, flags):
 def cuEventRecord(event, stream):
     _live(event, _events, "event")
     handle = _stream(stream)
+    _enqueue(handle, lambda: None)   # an action of the stream: the legacy rules apply
     queue = _streams[handle]
-    _merge(queue.clock, _host)
     _events[event] = (queue, queue.submitted, dict(queue.clock))
     calls.append(("record", handle))
 
@@ -662,9 +670,15 @@ def cuEventDestroy(event):
 
 # Modules and launches
 
+refuse_cubins = False
+"""Set by a test: cubins are refused, as a driver older than the linker refuses them."""
+
+
 def _image(image: int) -> bytes:
     """A cubin (ELF for machine EM_CUDA, its length from its header) or PTX (to its NUL)."""
     if ctypes.string_at(image, 4) == b"\x7fELF":
+        if refuse_cubins:
+            raise Refused(INVALID_IMAGE, "cubins are refused (a test asked)", misuse=False)
         header = ctypes.string_at(image, 64)
         if int.from_bytes(header[18:20], "little") != EM_CUDA:
             raise Refused(INVALID_IMAGE, "an ELF image that is not for CUDA")
@@ -688,7 +702,7 @@ def cuModuleLoadData(module, image):
 @driver_function(VOID_P, VOID_P, ctypes.c_char_p)
 def cuModuleGetFunction(function, module, name):
     image = _modules[_live(module, _modules, "module")]
-    if name + b"\0" not in image:
+    if name + b"\0" not in image and b".entry " + name + b"(" not in image:
         raise Refused(NOT_FOUND, f"no kernel {name.decode()} in the module")
     handle = _handle()
     _functions[handle] = name.decode()

@@ -197,6 +197,22 @@ def test_the_stand_in_refuses_what_the_driver_refuses(gpu):
     del host_driver.problems[seen:]
 
 
+@kk.kernel
+def add_two(y):
+    i = kk.index(kk.Global)
+    y[i] += 2
+
+
+@pytest.mark.skipif(not ON_HOST_DRIVER, reason="a GPU's driver loads our cubins; the host "
+                                               "stand-in can refuse them")
+def test_a_cubin_the_driver_refuses_is_replaced_by_ptx_it_compiles(gpu, monkeypatch):
+    import host_driver
+    monkeypatch.setattr(host_driver, "refuse_cubins", True)
+    y = kk.zeros(gpu, np.float32, 100)
+    add_two(gpu, 64)(y, ndrange=100)
+    np.testing.assert_array_equal(kk.to_numpy(y), np.full(100, 2, np.float32))
+
+
 def test_launches_from_another_thread_run_on_the_same_gpu(gpu):
     import threading
     y = kk.zeros(gpu, np.float32, 1000)
