@@ -85,6 +85,8 @@ class Device:
         self.compute_capability = (
             self.attribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
             self.attribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        self.multiprocessors = self.attribute(
+            attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         self.stream_ordered = bool(
             self.attribute(attribute.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED))
         self.pool = self._own_pool() if self.stream_ordered else None

@@ -23,7 +23,9 @@ import dataclasses
 import functools
 import gc
 import inspect
+import math
 import os
+import struct
 import threading
 import weakref
 from dataclasses import dataclass
@@ -42,10 +44,12 @@ from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 from .array import CUDAArray, foreign_key, foreign_kind, view_of_foreign
 from .driver import (STICKY, DeviceMemoryError, DriverError, cuda_driver, current, describe,
                      order_after, pushed)
+from .launch import GRID, LaunchBlock
 
 MAX_THREADS_PER_BLOCK = 1024
 _MAX_BLOCK = (1024, 1024, 64)              # x, y, z
 _MAX_GRID = (2 ** 31 - 1, 65535, 65535)    # x, y, z
+BLOCKS_PER_MULTIPROCESSOR = 8   # 2048 resident threads / 256
 _LEGACY_STREAMS = (None, 0, 1)   # the legacy default stream: our stream syncs with it
 _KEEP_LIMIT = 256                # host buffers kept for queued copies before pruning
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
@@ -106,18 +110,15 @@ class PreparedKernel:
 
     name: str
     function: object          # CUfunction
-    struct: object            # the layout's struct.Struct
-    record: ctypes.Array      # the launch record's buffer
-    params: int               # address of the void*[1] holding the record's address
-    pack: object              # (header, args, touched) -> the record's fields (_packer)
-    block: tuple[int, int, int]
+    launch: LaunchBlock       # `go(packed)`
+    pack: object              # (header, args, touched) -> packed grid and record (_packer)
     ndim: int
     compiled: object
     uses_print: bool
     error_record: int = 0     # device address of the bounds-check record (debug)
-    geometry: dict = dataclasses.field(default_factory=dict)  # ndrange -> header and grid
+    geometry: dict = dataclasses.field(default_factory=dict)  # ndrange -> grid and header
     keep: tuple = ()          # the module, the parameter array, the record's allocation
-    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    coarsening: int = 1       # work-groups a thread block may run (`thread.py`)
 
 
 class _Allocation:
@@ -172,6 +173,9 @@ class CUDABackend(Backend):
         self._launched: dict[PreparedKernel, None] = {}   # since the last synchronize
         self._keep: list = []     # what queued work reads: host buffers, imported tensors
         self._several = self._gpu.several
+        # Coarsened launches keep at least this many blocks: enough for every
+        # multiprocessor to hold as many 256-thread blocks as it can run at once.
+        self.blocks_to_fill = BLOCKS_PER_MULTIPROCESSOR * self._gpu.multiprocessors
         self._printed = False
         self._lost: str | None = None   # why the context cannot be used any more
         from kernelkit.compiler import driver  # noqa: F401 - set up now, not at a launch
@@ -625,14 +629,14 @@ class CUDABackend(Backend):
                               f"{threads} work-items on {self._gpu.name}: at most {most}; "
                               f"launch it with a smaller workgroupsize")
         layout = ArgumentLayout(argtypes, ndim)
-        record = ctypes.create_string_buffer(layout.size)
-        params = (ctypes.c_void_p * 1)(ctypes.addressof(record))
         block = tuple(reversed(sizes)) + (1,) * (3 - len(sizes))
+        launch = LaunchBlock(function, self._stream.address, block)
         names = list(inspect.signature(compiled.job.source.function).parameters)
-        prepared = PreparedKernel(name, function, layout.struct, record,
-                                  ctypes.addressof(params), self._packer(argtypes, names),
-                                  block, ndim, compiled, compiled.uses_print,
-                                  keep=(module, params))
+        packed = struct.Struct("<" + GRID + layout.struct.format.lstrip("<"))
+        prepared = PreparedKernel(name, function, launch,
+                                  self._packer(argtypes, names, packed.pack), ndim, compiled,
+                                  compiled.uses_print, keep=(module,),
+                                  coarsening=compiled.info.get("coarsening", 1))
         if compiled.job.config.debug:
             allocation = self._allocate(8 * ERROR_RECORD_FIELDS, (ERROR_RECORD_FIELDS,),
                                         np.int64)
@@ -665,16 +669,17 @@ class CUDABackend(Backend):
                               getattr(retry, "name", ""))
         return module
 
-    def _packer(self, argtypes, names):
-        """The launch's packing function (`packing_function`): an array of this backend
-        gives its fields as they are; any other array goes through `_foreign_fields`,
-        which adds the backends whose arrays the launch uses to `context`."""
+    def _packer(self, argtypes, names, finish):
+        """The launch's packing function (`packing_function`), which returns
+        `finish(grid..., record fields...)`: an array of this backend gives its fields as
+        they are; any other array goes through `_foreign_fields`, which adds the backends
+        whose arrays the launch uses to `context`."""
         def array_fields(value, type, name):
             return (f"({value}.fields if type({value}) is CUDAArray and {value}.backend is "
                     f"backend and not {value}.adopted else "
                     f"backend._foreign_fields({value}, {name!r}, context))")
         return packing_function(argtypes, names, array_fields,
-                                {"CUDAArray": CUDAArray, "backend": self})
+                                {"CUDAArray": CUDAArray, "backend": self}, finish)
 
     def _foreign_fields(self, value, name: str, touched: list) -> tuple:
         """The fields of an array that is not simply one of this backend's: another
@@ -696,21 +701,16 @@ class CUDABackend(Backend):
         return self._adopt(value, foreign_kind(value), name).fields
 
     def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
-        geometry = prepared.geometry.get(ndrange)
-        if geometry is None:
-            geometry = self._geometry(prepared, ndrange, workgroupsize)
-        if geometry is _EMPTY:
+        header = prepared.geometry.get(ndrange)
+        if header is None:
+            header = self._geometry(prepared, ndrange, workgroupsize)
+        if header is _EMPTY:
             return
-        header, gx, gy, gz = geometry
         touched = []
-        fields = prepared.pack(header, args, touched)
+        packed = prepared.pack(header, args, touched)
         if self._several or current.context is not self._context:
             self._gpu.make_current()
-        bx, by, bz = prepared.block
-        with prepared.lock:
-            prepared.struct.pack_into(prepared.record, 0, *fields)
-            (result,) = _launch_kernel(prepared.function, gx, gy, gz, bx, by, bz, 0,
-                                       self._stream_handle, prepared.params, 0)
+        result = prepared.launch.go(packed)
         if result:
             raise self._failure(result, f"launching kernel '{prepared.name}'")
         self._launched[prepared] = None
@@ -721,12 +721,13 @@ class CUDABackend(Backend):
             self._printed = True
 
     def _geometry(self, prepared: PreparedKernel, ndrange, workgroupsize):
-        """(launch record header, grid x, y, z) of a launch over `ndrange`, kept per kernel;
-        _EMPTY for an empty ndrange."""
+        """The grid (x, y, z) and the launch record's header of a launch over `ndrange`,
+        as one tuple, kept per kernel; _EMPTY for an empty ndrange."""
         groups = number_of_groups(ndrange, workgroupsize)
         if 0 in groups:
             return _EMPTY
-        grid = tuple(reversed(groups)) + (1,) * (3 - len(groups))
+        blocks = self._blocks(prepared, groups)
+        grid = tuple(reversed(blocks)) + (1,) * (3 - len(blocks))
         if grid[1] > _MAX_GRID[1] or grid[2] > _MAX_GRID[2]:
             raise LaunchError(f"kernel '{prepared.name}': {groups} work-groups; CUDA "
                               f"allows at most 65535 along each axis but the last (make the "
@@ -734,20 +735,26 @@ class CUDABackend(Backend):
         if grid[0] > _MAX_GRID[0]:
             raise LaunchError(f"kernel '{prepared.name}': {grid[0]} work-groups along the last "
                               f"axis; CUDA allows at most {_MAX_GRID[0]}")
-        geometry = ((*ndrange, *groups, prepared.error_record), *grid)
+        geometry = (*grid, *ndrange, *groups, prepared.error_record)
         if len(prepared.geometry) >= 64:
             prepared.geometry.clear()
         prepared.geometry[ndrange] = geometry
         return geometry
 
+    def _blocks(self, prepared: PreparedKernel, groups: tuple[int, ...]) -> tuple[int, ...]:
+        """Thread blocks per axis for `groups` work-groups: `prepared.coarsening` groups
+        of the first axis per block where the GPU is still filled that way (at least
+        `self.blocks_to_fill` blocks), one group per block otherwise."""
+        factor = prepared.coarsening
+        if factor == 1 or groups[0] < 2:
+            return groups
+        first = -(-groups[0] // factor)
+        if first * math.prod(groups[1:]) < self.blocks_to_fill:
+            return groups
+        return (first, *groups[1:])
+
 
 _EMPTY = object()
-
-
-def _launch_kernel(*args):
-    global _launch_kernel
-    _launch_kernel = cuda_driver().cuLaunchKernel
-    return _launch_kernel(*args)
 
 
 def _check_shapes(destination, source) -> None:

@@ -98,7 +98,7 @@ class PTXTarget(Target):
     def emit_kernel(self, module, ir_module, job) -> dict:
         builder = ThreadFunctionBuilder(module, ir_module.kernel, job, kernel_symbol(job))
         builder.build()
-        return {"locations": builder.locations}
+        return {"locations": builder.locations, "coarsening": builder.coarsening}
 
     def optimize(self, llvm_module, job) -> None:
         if uses_libdevice(llvm_module):

@@ -4,11 +4,23 @@ value, so a launch passes a single buffer.
 
 Axes: the last axis of the ndrange (the fastest-varying one, in C order) is CUDA's x, so
 that neighbouring work-items are neighbouring threads of a warp and their accesses
-coalesce. Work-items outside the ndrange (in a last, partial group) return at once."""
+coalesce. Work-items outside the ndrange (in a last, partial group) return at once.
+
+Coarsening: a kernel with no barriers and no local memory (its work-groups share
+nothing) may run `COARSENING` consecutive work-groups along the first axis in one thread
+block, each thread running the work-item at its place in each of them. The body is then
+an internal function called once per work-group and inlined; where all of the block's
+groups lie inside the ndrange, the calls follow one another with no checks between them,
+so the loads of one work-item are in flight while another's run (a thread with one load
+of four bytes keeps too little memory traffic in flight to reach an H100's bandwidth).
+The runtime chooses per launch: it launches one block per `COARSENING` groups where there
+are groups enough to fill the GPU that way (`runtime._grid`), else one block per group;
+the kernel tells the two apart by the number of blocks it was launched with."""
 from __future__ import annotations
 
 from llvmlite import ir
 
+from kernelkit.ir.ops import BARRIER_OPS
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
                                          LaunchRecord, i8, i32, i64, memory_type,
                                          printf_arguments, ptr)
@@ -19,6 +31,14 @@ SHARED = 3
 """NVPTX's address space of shared memory (kk.localmem)."""
 
 _AXES = "xyz"
+COARSENING = 4
+"""Work-groups per thread block along the first axis, where a kernel can be coarsened."""
+
+
+def can_coarsen(function) -> bool:
+    """Whether a kernel's work-groups share nothing: no barriers, no local memory."""
+    return not any(op.opcode in BARRIER_OPS or op.opcode == "localmem"
+                   for op in function.ops())
 
 
 class ThreadFunctionBuilder(EntryPointBuilder):
@@ -29,35 +49,122 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         function_type = ir.FunctionType(ir.VoidType(), [ir.PointerType(record_type)])
         llvm_function = ir.Function(self.module, function_type, self.symbol)
         llvm_function.calling_convention = "ptx_kernel"
-        self.llvm_function = llvm_function
         (record,) = llvm_function.args
         record.name = "record"
         record.add_attribute("byval")
         record.attributes.align = 8
         llvm_function.attributes.add("nounwind")
         builder = ir.IRBuilder(llvm_function.append_basic_block("entry"))
+        axes = [_AXES[self.ndim - 1 - axis] for axis in range(self.ndim)]
+        local = [self.special_register(builder, "tid", a) for a in axes]
+        group = [self.special_register(builder, "ctaid", a) for a in axes]
+        self.add_module_flags()
+        self.coarsening = COARSENING if can_coarsen(self.function) else 1
+        if self.coarsening == 1:
+            self.llvm_function = llvm_function
+            self.lower_body(builder, record, local, group)
+        else:
+            self.coarsened_entry(builder, record, local, group, axes[0])
+        return llvm_function
+
+    def lower_body(self, builder, record, local, group, checked: bool = True) -> None:
+        """The body of the work-item at `local` in work-group `group`, at the builder;
+        `checked`: work-items outside the ndrange return at once (else the caller
+        checked)."""
         launch = LaunchRecord(builder, record, self.layout, self.debug)
         self.extents, self.error_record = launch.extents, launch.error_record
         self.arguments = launch.arguments
-        axes = [_AXES[self.ndim - 1 - axis] for axis in range(self.ndim)]
-        self.local = [self.special_register(builder, "tid", a) for a in axes]
-        self.group = [self.special_register(builder, "ctaid", a) for a in axes]
+        self.local, self.group = local, group
         self.allocate_storage(builder)
+        if not checked:
+            BodyLowering(self, self.function, self.llvm_function).lower(builder)
+            return
         inside = None
         for axis in range(self.ndim):
-            index = builder.add(builder.mul(self.group[axis], ir.Constant(i64, self.sizes[axis])),
-                                self.local[axis])
-            within = builder.icmp_unsigned("<", index, self.extents[axis])
+            within = builder.icmp_unsigned("<", self.item_index(builder, axis),
+                                           self.extents[axis])
             inside = within if inside is None else builder.and_(inside, within)
-        body = llvm_function.append_basic_block("body")
-        outside = llvm_function.append_basic_block("outside")
+        body = self.llvm_function.append_basic_block("body")
+        outside = self.llvm_function.append_basic_block("outside")
         builder.cbranch(inside, body, outside)
         builder.position_at_end(outside)
         builder.ret_void()
         builder.position_at_end(body)
-        self.add_module_flags()
-        BodyLowering(self, self.function, llvm_function).lower(builder)
-        return llvm_function
+        BodyLowering(self, self.function, self.llvm_function).lower(builder)
+
+    def item_index(self, builder, axis: int, group=None) -> ir.Value:
+        group = self.group[axis] if group is None else group
+        return builder.add(builder.mul(group, ir.Constant(i64, self.sizes[axis])),
+                           self.local[axis])
+
+    def coarsened_entry(self, builder, record, local, block, first_axis: str) -> None:
+        """The entry of a coarsened kernel (see the module's doc): the body becomes
+        `<symbol>_item(record, local..., group...)`, called for each of the block's
+        work-groups along the first axis."""
+        ndim, factor = self.ndim, self.coarsening
+        item_type = ir.FunctionType(ir.VoidType(), [record.type] + [i64] * (2 * ndim))
+        item = ir.Function(self.module, item_type, self.symbol + "_item")
+        item.linkage = "internal"
+        item.attributes.add("alwaysinline")
+        item.attributes.add("nounwind")
+        self.llvm_function = item
+        item_builder = ir.IRBuilder(item.append_basic_block("entry"))
+        self.lower_body(item_builder, item.args[0], list(item.args[1:1 + ndim]),
+                        list(item.args[1 + ndim:]), checked=False)
+
+        entry = builder.function
+        launch = LaunchRecord(builder, record, self.layout, False)
+        extents, groups = launch.extents, launch.group_counts
+        self.local = local
+        inside = ir.Constant(ir.IntType(1), 1)
+        for axis in range(1, ndim):
+            index = builder.add(builder.mul(block[axis], ir.Constant(i64, self.sizes[axis])),
+                                local[axis])
+            inside = builder.and_(inside, builder.icmp_unsigned("<", index, extents[axis]))
+        # Launched with fewer blocks than groups along the first axis: `factor` each.
+        blocks = self.special_register(builder, "nctaid", first_axis)
+        coarse = builder.icmp_unsigned("<", blocks, groups[0])
+        first = builder.select(coarse, builder.mul(block[0], ir.Constant(i64, factor)),
+                               block[0])
+        last = builder.add(first, ir.Constant(i64, factor))
+        whole = builder.and_(coarse, builder.icmp_unsigned(
+            "<=", builder.mul(last, ir.Constant(i64, self.sizes[0])), extents[0]))
+        work, done = entry.append_basic_block("work"), entry.append_basic_block("done")
+        straight, checked = entry.append_basic_block("whole"), entry.append_basic_block("each")
+        builder.cbranch(inside, work, done)
+        builder.position_at_end(done)
+        builder.ret_void()
+
+        def call(builder, group):
+            builder.call(item, [record] + list(local) + [group] + list(block[1:]))
+
+        builder.position_at_end(work)
+        builder.cbranch(whole, straight, checked)
+        # Every group of the block lies inside the ndrange: one call after the other.
+        builder.position_at_end(straight)
+        for k in range(factor):
+            call(builder, builder.add(first, ir.Constant(i64, k)))
+        builder.branch(done)
+        # A last, partial block, or one group per block: each group if inside.
+        builder.position_at_end(checked)
+        count = builder.select(coarse, ir.Constant(i64, factor), ir.Constant(i64, 1))
+        end = builder.add(first, count)
+        head, step = entry.append_basic_block("each.head"), entry.append_basic_block("each.do")
+        next_ = entry.append_basic_block("each.next")
+        builder.branch(head)
+        builder.position_at_end(head)
+        group = builder.phi(i64)
+        group.add_incoming(first, checked)
+        more = builder.and_(builder.icmp_unsigned("<", group, end), builder.icmp_unsigned(
+            "<", self.item_index(builder, 0, group), extents[0]))
+        builder.cbranch(more, step, done)
+        builder.position_at_end(step)
+        call(builder, group)
+        builder.branch(next_)
+        builder.position_at_end(next_)
+        following = builder.add(group, ir.Constant(i64, 1))
+        group.add_incoming(following, next_)
+        builder.branch(head)
 
     def special_register(self, builder, name: str, axis: str) -> ir.Value:
         register = f"llvm.nvvm.read.ptx.sreg.{name}.{axis}"
@@ -133,7 +240,13 @@ class ThreadFunctionBuilder(EntryPointBuilder):
             ir.Function(self.module, ir.FunctionType(i32, [ptr, ptr]), "vprintf")
         if args:
             packed = ir.LiteralStructType([a.type for a in args])
-            buffer = builder.alloca(packed)
+            # In the entry block: a fixed stack slot, also where the body is inlined
+            # into a loop (a coarsened kernel), which would otherwise save and restore
+            # the stack around every call.
+            entry = builder.function.entry_basic_block
+            at_entry = ir.IRBuilder(entry)
+            at_entry.position_at_start(entry)
+            buffer = at_entry.alloca(packed)
             for index, value in enumerate(args):
                 builder.store(value, builder.gep(buffer, [ir.Constant(i32, 0),
                                                           ir.Constant(i32, index)]))

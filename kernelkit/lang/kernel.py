@@ -72,7 +72,7 @@ class Kernel:
 
 class Launcher:
     __slots__ = ("kernel", "backend", "workgroupsize", "ndrange", "_arity", "_key",
-                 "_one_axis")
+                 "_one_axis", "_prepared")
 
     def __init__(self, kernel: Kernel, backend, workgroupsize, ndrange):
         self.kernel = kernel
@@ -85,6 +85,7 @@ class Launcher:
         # shorter path to its geometry.
         self._one_axis = ndrange is None and workgroupsize is not None and \
             len(workgroupsize) == 1
+        self._prepared: dict = {}   # on that path: argument keys -> prepared kernel
 
     def geometry(self, ndrange, workgroupsize) -> tuple[tuple[int, ...], tuple[int, ...]]:
         kernel = self.kernel
@@ -121,10 +122,21 @@ class Launcher:
             raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} arguments "
                               f"({', '.join(kernel.parameters)}) but {len(args)} were given")
         if self._one_axis and workgroupsize is None and type(ndrange) is int and ndrange >= 0:
-            ndrange, workgroupsize = (ndrange,), self.workgroupsize
-        else:
-            ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)
-        backend = self.backend
+            keys = tuple(map(self._key, args))
+            prepared = self._prepared.get(keys)
+            if prepared is None:
+                prepared = self._prepared[keys] = self.prepare(args, (ndrange,),
+                                                               self.workgroupsize)
+            self.backend.launch(prepared, args, (ndrange,), self.workgroupsize)
+            return
+        ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)
+        self.backend.launch(self.prepare(args, ndrange, workgroupsize), args, ndrange,
+                            workgroupsize)
+
+    def prepare(self, args, ndrange, workgroupsize):
+        """The kernel compiled and prepared for these arguments' types (once for each
+        distinct backend, workgroupsize and argument types)."""
+        kernel, backend = self.kernel, self.backend
         key = (backend, workgroupsize, tuple(map(self._key, args)))
         prepared = kernel._specializations.get(key)
         if prepared is None:
@@ -132,7 +144,7 @@ class Launcher:
             compiled = kernel.specialize(backend, argtypes, workgroupsize)
             prepared = backend.prepare(compiled, argtypes, len(ndrange))
             kernel._specializations[key] = prepared
-        backend.launch(prepared, args, ndrange, workgroupsize)
+        return prepared
 
 
 def kernel(function) -> Kernel:

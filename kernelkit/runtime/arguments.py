@@ -93,13 +93,14 @@ def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType 
 
 
 def packing_function(argtypes: tuple[T.IRType, ...], names: list[str], array_fields,
-                     namespace: dict):
+                     namespace: dict, finish=None):
     """`pack(header, args, context) -> tuple`: the launch record's fields (`header`, then
     each argument's), written out as Python for these argument types, so that a launch
     costs one call rather than one per argument. `array_fields(variable, type, name)` is
     the backend's expression for an array argument's fields (pointer, extents, strides in
     elements); it may use `context` and the names in `namespace`. Scalars convert to the
-    Python type their slot holds."""
+    Python type their slot holds. With `finish`, `pack` returns `finish(*fields)` instead
+    (a `struct.Struct.pack`, say), with no tuple made in between."""
     values = [f"a{index}" for index in range(len(argtypes))]
     parts = ["*header"]
     for value, type, name in zip(values, argtypes, names):
@@ -111,8 +112,11 @@ def packing_function(argtypes: tuple[T.IRType, ...], names: list[str], array_fie
     source = "def pack(header, args, context):\n"
     if values:
         source += f"    {', '.join(values)}, = args\n"
-    source += f"    return ({', '.join(parts)},)\n"
-    scope = dict(namespace)
+    if finish is None:
+        source += f"    return ({', '.join(parts)},)\n"
+    else:
+        source += f"    return finish({', '.join(parts)})\n"
+    scope = dict(namespace, finish=finish)
     exec(compile(source, "<kernelkit launch record>", "exec"), scope)  # noqa: S102
     return scope["pack"]
 

@@ -103,6 +103,7 @@ _pools: dict[int, int] = {}   # pool -> release threshold
 _modules: dict[int, bytes] = {}
 _functions: dict[int, str] = {}
 jobs: dict[int, object] = {}   # function handle -> the kernel's compiler job
+coarsening: dict[int, int] = {}   # function handle -> work-groups a block may run
 _callbacks: dict[str, object] = {}
 _ERROR_TEXT = ctypes.create_string_buffer(b"an error of the host stand-in for the driver")
 
@@ -734,9 +735,14 @@ def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, ext
     assert block[:len(sizes)] == tuple(reversed(sizes)), "block = work-group, x last"
     layout = ArgumentLayout(job.source.argtypes, len(sizes))
     record = ctypes.string_at(VOID_P.from_address(params).value, layout.size)  # copied now
-    groups = 1
-    for count in grid[:len(sizes)]:
-        groups *= count
+    # The work-groups the grid covers. A coarsened kernel (backends/cuda/thread.py)
+    # launched with fewer blocks than groups along its first axis (CUDA's last used
+    # one) runs `coarsening` groups per block there.
+    covered = list(reversed(grid[:len(sizes)]))
+    (first,) = struct.unpack_from("<q", record, layout.groups_offset(0))
+    if covered[0] < first:
+        covered[0] = min(covered[0] * coarsening[function], first)
+    groups = math.prod(covered)
     name = _functions[function]
     entry = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
     accesses = []
@@ -821,6 +827,7 @@ def _install() -> None:
     def prepare_with_job(self, compiled, argtypes, ndim):
         prepared = prepare(self, compiled, argtypes, ndim)
         jobs[int(prepared.function)] = compiled.job
+        coarsening[int(prepared.function)] = prepared.coarsening
         return prepared
     runtime.CUDABackend.prepare = prepare_with_job
     runtime.HOST_DRIVER = True

@@ -232,6 +232,50 @@ def test_launches_from_another_thread_run_on_the_same_gpu(gpu):
     np.testing.assert_array_equal(kk.to_numpy(y), np.full(1000, 10, np.float32))
 
 
+@kk.kernel
+def fill(y, value):
+    i = kk.index(kk.Global)
+    y[i] = value
+
+
+def test_one_kernel_launched_from_several_threads_at_once_keeps_each_launchs_arguments(gpu):
+    """Each launch's record is its own (the driver copies it during the call): threads
+    launching one kernel with different arrays and values do not mix them up."""
+    import threading
+    count, threads = 20, 4
+    arrays = [[kk.zeros(gpu, np.int64, 333) for _ in range(count)] for _ in range(threads)]
+    fill(gpu, 64)(arrays[0][0], 0, ndrange=333)   # compiled before the threads start
+    start, errors = threading.Barrier(threads), []
+
+    def work(t):
+        try:
+            start.wait()
+            for k in range(count):
+                fill(gpu, 64)(arrays[t][k], t * 1000 + k, ndrange=333)
+        except Exception as error:  # reported below, in the test's thread
+            errors.append(error)
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors, errors
+    for t in range(threads):
+        for k in range(count):
+            np.testing.assert_array_equal(kk.to_numpy(arrays[t][k]), t * 1000 + k)
+
+
+def test_the_native_launch_call_refuses_anything_but_a_packed_record(gpu):
+    y = kk.zeros(gpu, np.float32, 8)
+    add_one(gpu, 8)(y, ndrange=8)
+    (prepared,) = (p for key, p in add_one._specializations.items()
+                   if key[0] is gpu and key[1] == (8,))
+    with pytest.raises(TypeError):
+        prepared.launch.go("not a record")
+    kk.synchronize(gpu)
+    np.testing.assert_array_equal(kk.to_numpy(y), np.ones(8, np.float32))
+
+
 class Interface:
     """Another library's array, as the CUDA array interface shows it."""
 
