@@ -43,7 +43,7 @@ def ptx_to_cubin(ptx: str, arch: str, kernel: str) -> bytes:
             if size:
                 linker.get_error_log(handle, log)
             raise CompileError(f"nvJitLink rejected the PTX for {arch}: {error}\n"
-                               f"{log.decode(errors='replace').strip()}", kernel=kernel,
+                               f"{log.decode(errors='replace').strip(chr(0)).strip()}", kernel=kernel,
                                hint="this is a bug in kernelkit's CUDA code generator; "
                                     "please report it with the kernel") from error
         cubin = bytearray(linker.get_linked_cubin_size(handle))
