@@ -11,27 +11,34 @@ live only as long as the call: no buffer is shared between launches, and launche
 several threads need no lock.
 
 The builtin is a CPython function object (`PyCFunction_NewEx`) whose C function is
-compiled here from LLVM IR (`kernelkit.compiler.native`), bound to the block's address;
-calling it costs what calling any builtin with one argument costs."""
+compiled here from LLVM IR (`kernelkit.compiler.native`), bound to the block (a bytes
+object it keeps alive); calling it costs what calling any builtin with one argument
+costs. It lets go of the GIL during the driver call, as cuda-python does: a launch may
+wait for room in the driver's queue, and what frees it may need the GIL (another
+library's host callback on a stream ours waits for)."""
 from __future__ import annotations
 
 import ctypes
 import functools
 import struct
 
+from kernelkit.errors import BackendError
+
 from .driver import check, cuda_driver
 
-BLOCK = struct.Struct("<QQQ4I")
-"""Written once: the driver's cuLaunchKernel, the CUfunction, the CUstream, block x, y, z
-and shared memory bytes."""
+BLOCK = struct.Struct("<QQQ4IQ")
+"""Written once: the driver's cuLaunchKernel, the CUfunction, the CUstream, block x, y, z,
+shared memory bytes, and the size of `packed`."""
 GRID = "3I4x"
 """The start of each launch's `packed`: grid x, y, z; the launch record follows."""
 RECORD_OFFSET = struct.calcsize("<" + GRID)
 
 _NATIVE = f"""
-declare ptr @PyLong_AsVoidPtr(ptr)
 declare ptr @PyLong_FromLong(i64)
 declare ptr @PyBytes_AsString(ptr)
+declare i64 @PyBytes_Size(ptr)
+declare ptr @PyEval_SaveThread()
+declare void @PyEval_RestoreThread(ptr)
 
 define private i32 @field(ptr %base, i64 %offset) {{
   %slot = getelementptr i8, ptr %base, i64 %offset
@@ -50,11 +57,20 @@ entry:
   %params = alloca ptr
   %data = call ptr @PyBytes_AsString(ptr %packed)
   %refused = icmp eq ptr %data, null
-  br i1 %refused, label %error, label %launch
+  br i1 %refused, label %error, label %check
 error:
   ret ptr null
+check:
+  %block = call ptr @PyBytes_AsString(ptr %self)
+  %size.slot = getelementptr i8, ptr %block, i64 40
+  %size = load i64, ptr %size.slot
+  %given = call i64 @PyBytes_Size(ptr %packed)
+  %fits = icmp eq i64 %given, %size
+  br i1 %fits, label %launch, label %wrong
+wrong:
+  %invalid = call ptr @PyLong_FromLong(i64 1)   ; CUDA_ERROR_INVALID_VALUE, nothing launched
+  ret ptr %invalid
 launch:
-  %block = call ptr @PyLong_AsVoidPtr(ptr %self)
   %driver = call ptr @pointer(ptr %block, i64 0)
   %function = call ptr @pointer(ptr %block, i64 8)
   %stream = call ptr @pointer(ptr %block, i64 16)
@@ -67,8 +83,10 @@ launch:
   %gz = call i32 @field(ptr %data, i64 8)
   %record = getelementptr i8, ptr %data, i64 {RECORD_OFFSET}
   store ptr %record, ptr %params
+  %state = call ptr @PyEval_SaveThread()
   %result = call i32 %driver(ptr %function, i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by,
                              i32 %bz, i32 %shared, ptr %stream, ptr %params, ptr null)
+  call void @PyEval_RestoreThread(ptr %state)
   %wide = zext i32 %result to i64
   %object = call ptr @PyLong_FromLong(i64 %wide)
   ret ptr %object
@@ -88,8 +106,9 @@ _METH_O = 0x0008
 def _definition() -> _MethodDef:
     """The method definition every launch builtin shares (kept for the process's life)."""
     from kernelkit.compiler.native import host_functions, python_api
-    address = host_functions(_NATIVE, python_api("PyLong_AsVoidPtr", "PyLong_FromLong",
-                                                 "PyBytes_AsString"))
+    address = host_functions(_NATIVE, python_api("PyLong_FromLong", "PyBytes_AsString",
+                                                 "PyBytes_Size", "PyEval_SaveThread",
+                                                 "PyEval_RestoreThread"))
     return _MethodDef(b"launch", address["kk_cuda_launch"], _METH_O,
                       b"go(packed) -> CUresult: launch the kernel over the grid and with "
                       b"the launch record that `packed` holds.")
@@ -102,7 +121,7 @@ def _driver_launch() -> int:
     error, address, _status = cu.cuGetProcAddress(b"cuLaunchKernel", 12000, 0)
     check(error, "cuGetProcAddress(cuLaunchKernel)")
     if not address:
-        raise RuntimeError("the CUDA driver has no cuLaunchKernel")
+        raise BackendError("the CUDA driver gave no address for cuLaunchKernel")
     return int(address)
 
 
@@ -112,11 +131,12 @@ _new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
 
 
 class LaunchBlock:
-    """What one prepared kernel's launches share (`BLOCK`), and `go(packed)`."""
+    """What one prepared kernel's launches share (`BLOCK`), and `go(packed)`, which
+    launches with the grid and record that `packed` holds (`size` bytes; a bytes object
+    of another size launches nothing and gives CUDA_ERROR_INVALID_VALUE)."""
 
-    def __init__(self, function, stream: int, block: tuple[int, int, int]):
-        self.buffer = ctypes.create_string_buffer(BLOCK.size)
-        BLOCK.pack_into(self.buffer, 0, _driver_launch(), int(function), stream, *block, 0)
-        # The builtin holds the address only: this object keeps the memory alive.
-        self.go = _new_function(ctypes.addressof(_definition()),
-                                ctypes.addressof(self.buffer), None)
+    def __init__(self, function, stream: int, block: tuple[int, int, int], size: int):
+        # The builtin's bound object is this bytes object: it owns the block's memory
+        # for as long as the builtin lives.
+        self.block = BLOCK.pack(_driver_launch(), int(function), stream, *block, 0, size)
+        self.go = _new_function(ctypes.addressof(_definition()), self.block, None)

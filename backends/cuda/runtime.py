@@ -630,9 +630,9 @@ class CUDABackend(Backend):
                               f"launch it with a smaller workgroupsize")
         layout = ArgumentLayout(argtypes, ndim)
         block = tuple(reversed(sizes)) + (1,) * (3 - len(sizes))
-        launch = LaunchBlock(function, self._stream.address, block)
         names = list(inspect.signature(compiled.job.source.function).parameters)
         packed = struct.Struct("<" + GRID + layout.struct.format.lstrip("<"))
+        launch = LaunchBlock(function, self._stream.address, block, packed.size)
         prepared = PreparedKernel(name, function, launch,
                                   self._packer(argtypes, names, packed.pack), ndim, compiled,
                                   compiled.uses_print, keep=(module,),
@@ -712,7 +712,8 @@ class CUDABackend(Backend):
             self._gpu.make_current()
         result = prepared.launch.go(packed)
         if result:
-            raise self._failure(result, f"launching kernel '{prepared.name}'")
+            raise self._failure(cuda_driver().CUresult(result),
+                                f"launching kernel '{prepared.name}'")
         self._launched[prepared] = None
         if touched:
             for owner in dict.fromkeys(touched):

@@ -21,6 +21,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from kernelkit.ir.ops import BARRIER_OPS
+from kernelkit.passes.loop_barriers import natural_loops
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
                                          LaunchRecord, i8, i32, i64, memory_type,
                                          printf_arguments, ptr)
@@ -33,12 +34,18 @@ SHARED = 3
 _AXES = "xyz"
 COARSENING = 4
 """Work-groups per thread block along the first axis, where a kernel can be coarsened."""
+MAX_COARSENED_OPS = 64
+"""The longest work-item (in IR operations) that is coarsened: four copies of a longer one
+side by side need more registers than a full block of threads can have each."""
 
 
 def can_coarsen(function) -> bool:
-    """Whether a kernel's work-groups share nothing: no barriers, no local memory."""
-    return not any(op.opcode in BARRIER_OPS or op.opcode == "localmem"
-                   for op in function.ops())
+    """Whether a kernel gains from coarsening: its work-groups share nothing (no barriers,
+    no local memory), and its work-item is short and straight (no loops: a loop keeps
+    its own loads in flight, and its copies would run one after the other anyway)."""
+    ops = list(function.ops())
+    return len(ops) <= MAX_COARSENED_OPS and not natural_loops(function) and not any(
+        op.opcode in BARRIER_OPS or op.opcode == "localmem" for op in ops)
 
 
 class ThreadFunctionBuilder(EntryPointBuilder):
@@ -59,6 +66,7 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         local = [self.special_register(builder, "tid", a) for a in axes]
         group = [self.special_register(builder, "ctaid", a) for a in axes]
         self.add_module_flags()
+        self.add_block_size(llvm_function)
         self.coarsening = COARSENING if can_coarsen(self.function) else 1
         if self.coarsening == 1:
             self.llvm_function = llvm_function
@@ -193,6 +201,16 @@ class ThreadFunctionBuilder(EntryPointBuilder):
                 storage = builder.alloca(element, size=count)
                 storage.align = 16
                 self.storage[op] = storage
+
+    def add_block_size(self, llvm_function) -> None:
+        """The block size is the work-group size, known here: ptxas then keeps to the
+        registers a block of that size may have (rather than failing the launch)."""
+        block = list(reversed(self.sizes)) + [1] * (3 - self.ndim)
+        annotation = [llvm_function]
+        for axis, size in zip(_AXES, block):
+            annotation += [ir.MetaDataString(self.module, f"maxntid{axis}"),
+                           ir.Constant(i32, size)]
+        self.module.add_named_metadata("nvvm.annotations", annotation)
 
     def add_module_flags(self) -> None:
         """libdevice asks `__nvvm_reflect("__CUDA_FTZ")` whether to flush denormals: no."""

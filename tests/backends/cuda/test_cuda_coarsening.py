@@ -52,12 +52,30 @@ def early_return_and_private(out, x: kk.Const):
         out[i] = -1.0
         return
     window = kk.private(np.float32, 4)
-    for p in range(4):
-        window[p] = x[i] * (p + 1)
+    window[0] = x[i]
+    window[1] = x[i] * 2
+    window[2] = x[i] * 3
+    window[3] = x[i] * 4
+    out[i] = window[0] + window[1] + window[2] + window[3]
+
+
+@kk.kernel
+def row_sums(out, x: kk.Const):
+    i = kk.index(kk.Global)
     total = 0.0
-    for p in range(4):
-        total += window[p]
+    for j in range(x.shape[1]):
+        total += x[i, j]
     out[i] = total
+
+
+@kk.kernel
+def long_work_item(out, x: kk.Const):
+    i = kk.index(kk.Global)
+    n = len(x)
+    a = x[(i * 7 + 1) % n] * x[(i * 11 + 2) % n] + x[(i * 13 + 3) % n] * x[(i * 17 + 4) % n]
+    b = x[(i * 19 + 5) % n] * x[(i * 23 + 6) % n] + x[(i * 29 + 7) % n] * x[(i * 31 + 8) % n]
+    c = x[(i * 37 + 9) % n] * x[(i * 41 + 10) % n] + x[(i * 43 + 11) % n] * x[(i * 47 + 12) % n]
+    out[i] = (a + b) * (b + c) * (c - a)
 
 
 @kk.kernel
@@ -88,6 +106,21 @@ def test_kernels_whose_groups_share_nothing_are_coarsened_and_those_with_barrier
         assert coarsening_of(early_return_and_private, (x, x), (128,), (64,), arch) == \
             COARSENING
     assert coarsening_of(group_sums, (np.zeros(2, np.float32), x), (128,), (64,)) == 1
+
+
+def test_work_items_with_loops_or_long_bodies_are_not_coarsened():
+    """Four copies of a long work-item side by side would need more registers than a full
+    block may have; a loop keeps its own loads in flight."""
+    x = np.zeros(128, np.float32)
+    assert coarsening_of(row_sums, (x, np.zeros((128, 8), np.float32)), (128,), (64,)) == 1
+    assert coarsening_of(long_work_item, (x, x), (128,), (64,)) == 1
+
+
+def test_the_block_size_is_declared_so_ptxas_keeps_to_its_registers():
+    x = np.zeros(1024, np.float32)
+    ptx = kk.code_native(long_work_item, CUDABackend.compile_only("sm_90"), x, x,
+                         ndrange=1024, workgroupsize=1024)
+    assert ".maxntid 1024, 1, 1" in ptx
 
 
 def test_a_coarsened_kernel_has_a_path_with_every_group_of_its_block_unchecked():
