@@ -362,10 +362,12 @@ def test_out_of_memory_is_an_error_with_the_size_asked_for(gpu):
     assert kk.to_numpy(kk.ones(gpu, np.int32, 3)).tolist() == [1, 1, 1]
 
 
-def run_wild_pointer_script(tmp_path, then: str) -> str:
-    """Launch a kernel through a wild pointer, then run `then`, in a process of its own:
-    an illegal address ends the GPU context for good (on the host stand-in for the driver
-    too, which fails such a launch the same way). Returns what the script printed."""
+def run_wild_pointer_script(tmp_path, failing: str, wait: str = "") -> str:
+    """Launch a kernel through a wild pointer, `wait` (without asking kernelkit), then
+    run `failing`, which must raise a LaunchError naming that kernel, and check that the
+    GPU context cannot be used any more. In a process of its own: an illegal address ends
+    the context for good (on the host stand-in for the driver too, which fails such a
+    launch the same way). Returns what the script printed."""
     script = "import host_driver\n" if ON_HOST_DRIVER else ""
     script += textwrap.dedent("""
         import numpy as np
@@ -381,7 +383,16 @@ def run_wild_pointer_script(tmp_path, then: str) -> str:
         good = kk.zeros(gpu, np.float32, 256)
         wild = CUDAArray(gpu, 64, (1 << 20,), np.float32)
         write_through_a_wild_pointer(gpu, 256)(wild, ndrange=1 << 20)
-    """) + textwrap.dedent(then)
+        {wait}
+        try:
+            {failing}
+        except kk.LaunchError as error:
+            print("ERROR:", error)
+        try:
+            kk.zeros(gpu, np.float32, 4)
+        except kk.BackendError as error:
+            print("AFTER:", error)
+    """).format(wait=wait, failing=failing)
     path = tmp_path / "wild_pointer.py"   # a file: kernels are read from their source
     path.write_text(script)
     root = Path(__file__).parents[3]
@@ -390,44 +401,26 @@ def run_wild_pointer_script(tmp_path, then: str) -> str:
     result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
                             env=environment, timeout=120)
     assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def test_a_failed_launch_is_reported_on_synchronize_with_the_kernel_name(tmp_path):
-    printed = run_wild_pointer_script(tmp_path, """
-        try:
-            kk.synchronize(gpu)
-        except kk.LaunchError as error:
-            print("ERROR:", error)
-        try:
-            kk.zeros(gpu, np.float32, 4)
-        except kk.BackendError as error:
-            print("AFTER:", error)
-    """)
+    printed = result.stdout
     assert "ERROR: a launch of kernel 'write_through_a_wild_pointer'" in printed
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in printed
     assert "AFTER:" in printed and "new process" in printed
+    return printed
+
+
+def test_a_failed_launch_is_reported_on_synchronize_with_the_kernel_name(tmp_path):
+    assert "(reported by" in run_wild_pointer_script(tmp_path, "kk.synchronize(gpu)")
 
 
 def test_a_failed_launch_found_by_the_next_launch_names_the_kernel_that_failed(tmp_path):
     """The driver may report a kernel's failure at the next launch rather than at a
     synchronize: the error names the kernel that failed, and the context is lost."""
-    printed = run_wild_pointer_script(tmp_path, """
-        from cuda.bindings import driver as cu
-        while cu.cuStreamQuery(gpu._stream_handle)[0] == cu.CUresult.CUDA_ERROR_NOT_READY:
-            pass   # until the wild launch has failed, without asking kernelkit
-        try:
-            write_through_a_wild_pointer(gpu, 256)(good, ndrange=256)
-        except kk.LaunchError as error:
-            print("ERROR:", error)
-        try:
-            kk.zeros(gpu, np.float32, 4)
-        except kk.BackendError as error:
-            print("AFTER:", error)
-    """)
-    assert "ERROR: a launch of kernel 'write_through_a_wild_pointer'" in printed
-    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in printed and "(reported by launching" in printed
-    assert "AFTER:" in printed and "new process" in printed
+    printed = run_wild_pointer_script(
+        tmp_path, "write_through_a_wild_pointer(gpu, 256)(good, ndrange=256)",
+        wait="from cuda.bindings import driver as cu\n"
+             "while cu.cuStreamQuery(gpu._stream_handle)[0] == "
+             "cu.CUresult.CUDA_ERROR_NOT_READY: pass")
+    assert "(reported by launching kernel 'write_through_a_wild_pointer')" in printed
 
 
 def test_a_backend_for_a_gpu_that_does_not_exist_says_how_many_there_are():
