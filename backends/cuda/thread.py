@@ -1,30 +1,31 @@
 """The CUDA target's kernel function: one work-item per CUDA thread, one work-group per
-thread block. The kernel takes the launch record (`ArgumentLayout`) as one parameter by
-value, so a launch passes a single buffer.
+thread block, or several (coarsening, below). The kernel takes the launch record
+(`ArgumentLayout`) as one parameter by value, so a launch passes a single buffer.
 
 Axes: the last axis of the ndrange (the fastest-varying one, in C order) is CUDA's x, so
 that neighbouring work-items are neighbouring threads of a warp and their accesses
 coalesce. Work-items outside the ndrange (in a last, partial group) return at once.
 
-Coarsening: a kernel with no barriers and no local memory (its work-groups share
-nothing) may run `COARSENING` consecutive work-groups along the first axis in one thread
-block, each thread running the work-item at its place in each of them. The body is then
-an internal function called once per work-group and inlined; where all of the block's
-groups lie inside the ndrange, the calls follow one another with no checks between them,
-so the loads of one work-item are in flight while another's run (a thread with one load
-of four bytes keeps too little memory traffic in flight to reach an H100's bandwidth).
-The runtime chooses per launch: it launches one block per `COARSENING` groups where there
-are groups enough to fill the GPU that way (`runtime._grid`), else one block per group;
-the kernel tells the two apart by the number of blocks it was launched with."""
+Coarsening: a kernel whose work-groups share nothing (no barriers, no local memory) and
+whose work-item is short and has no loops (`can_coarsen`) may run `COARSENING`
+consecutive work-groups along the first axis in one thread block, each thread running
+the work-item at its place in each of them. The body is then an internal function
+called once per work-group and inlined; where all of the block's groups lie inside the
+ndrange, the calls follow one another with no checks between them, so the loads of one
+work-item are in flight while another's run (a thread with one load of four bytes keeps
+too little memory traffic in flight to reach an H100's bandwidth). The runtime chooses
+per launch: one block per `COARSENING` groups where there are groups enough to fill the
+GPU that way (`CUDABackend._blocks`), else one block per group; the kernel tells the two
+apart by the number of blocks it was launched with."""
 from __future__ import annotations
 
 from llvmlite import ir
 
-from kernelkit.ir.ops import BARRIER_OPS
-from kernelkit.passes.loop_barriers import natural_loops
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
                                          LaunchRecord, i8, i32, i64, memory_type,
                                          printf_arguments, ptr)
+from kernelkit.ir.ops import BARRIER_OPS
+from kernelkit.passes.loop_barriers import natural_loops
 
 from .libdevice import device_math
 
