@@ -117,7 +117,7 @@ class PreparedKernel:
     uses_print: bool
     error_record: int = 0     # device address of the bounds-check record (debug)
     geometry: dict = dataclasses.field(default_factory=dict)  # ndrange -> grid and header
-    keep: tuple = ()          # the module, the parameter array, the record's allocation
+    keep: tuple = ()          # the module, the bounds-check record's allocation
     coarsening: int = 1       # work-groups a thread block may run (`thread.py`)
 
 

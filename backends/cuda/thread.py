@@ -127,9 +127,8 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         self.local = local
         inside = ir.Constant(ir.IntType(1), 1)
         for axis in range(1, ndim):
-            index = builder.add(builder.mul(block[axis], ir.Constant(i64, self.sizes[axis])),
-                                local[axis])
-            inside = builder.and_(inside, builder.icmp_unsigned("<", index, extents[axis]))
+            inside = builder.and_(inside, builder.icmp_unsigned(
+                "<", self.item_index(builder, axis, block[axis]), extents[axis]))
         # Launched with fewer blocks than groups along the first axis: `factor` each.
         blocks = self.special_register(builder, "nctaid", first_axis)
         coarse = builder.icmp_unsigned("<", blocks, groups[0])
