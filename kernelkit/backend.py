@@ -77,6 +77,14 @@ class Backend:
                workgroupsize: tuple[int, ...]) -> None:
         raise NotImplementedError
 
+    def fast_launcher(self, prepared, args: tuple):
+        """Optional: `fire(args, n) -> bool`, which launches `prepared` over the
+        one-axis ndrange `n` when `args` are of the same kinds as these `args` and `n` is
+        an ndrange `prepared` was launched over before, and otherwise does nothing and
+        returns False (the caller then goes through `launch`). None: every launch goes
+        through `launch`."""
+        return None
+
     def synchronize(self) -> None:
         raise NotImplementedError
 

@@ -35,9 +35,10 @@ import numpy as np
 from kernelkit.backend import Backend
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
+from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
                                          numpy_argument_type, packing_function,
-                                         scalar_type_of)
+                                         scalar_conversion, scalar_type_of)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
@@ -119,6 +120,9 @@ class PreparedKernel:
     geometry: dict = dataclasses.field(default_factory=dict)  # ndrange -> grid and header
     keep: tuple = ()          # the module, the bounds-check record's allocation
     coarsening: int = 1       # work-groups a thread block may run (`thread.py`)
+    argtypes: tuple = ()
+    finish: object = None     # packs the grid and the record's fields (`struct.pack`)
+    fire: object = None       # its `fast_launcher`, once made
 
 
 class _Allocation:
@@ -636,7 +640,8 @@ class CUDABackend(Backend):
         prepared = PreparedKernel(name, function, launch,
                                   self._packer(argtypes, names, packed.pack), ndim, compiled,
                                   compiled.uses_print, keep=(module,),
-                                  coarsening=compiled.info.get("coarsening", 1))
+                                  coarsening=compiled.info.get("coarsening", 1),
+                                  argtypes=argtypes, finish=packed.pack)
         if compiled.job.config.debug:
             allocation = self._allocate(8 * ERROR_RECORD_FIELDS, (ERROR_RECORD_FIELDS,),
                                         np.int64)
@@ -712,14 +717,72 @@ class CUDABackend(Backend):
             self._gpu.make_current()
         result = prepared.launch.go(packed)
         if result:
-            raise self._failure(cuda_driver().CUresult(result),
-                                f"launching kernel '{prepared.name}'")
+            self._launch_failed(prepared, result)
         self._launched[prepared] = None
         if touched:
             for owner in dict.fromkeys(touched):
                 owner.wait_for_backend(self)
         if prepared.uses_print:
             self._printed = True
+
+    def _launch_failed(self, prepared: PreparedKernel, result: int):
+        raise self._failure(cuda_driver().CUresult(result), f"launching kernel '{prepared.name}'")
+
+    def fast_launcher(self, prepared: PreparedKernel, args):
+        """`fire(args, n) -> bool` (`Backend.fast_launcher`) where every argument is one of
+        this backend's own arrays or a scalar, else None: one generated function that
+        checks the arguments' kinds, packs them and launches, with no call in between
+        but the packing's `struct.pack` and the launch itself. It knows the grids of the
+        ndranges `launch` has launched `prepared` over (`prepared.geometry`); any other
+        goes through `launch` first."""
+        if prepared.fire is not None:
+            return prepared.fire
+        names = [f"a{index}" for index in range(len(args))]
+        namespace = {"CUDAArray": CUDAArray, "backend": self, "prepared": prepared,
+                     "geometry": prepared.geometry, "headers": {}, "EMPTY": _EMPTY,
+                     "current": current, "several": self._several,
+                     "context": self._context, "gpu": self._gpu, "go": prepared.launch.go,
+                     "finish": prepared.finish}
+        checks, fields = [], ["*header"]
+        for name, value, type_ in zip(names, args, prepared.argtypes):
+            namespace[f"{name}_key"] = self.argument_key(value)
+            if isinstance(type_, T.ArrayType):
+                if type(value) is not CUDAArray or value.backend is not self or value.adopted:
+                    return None
+                checks.append(f"type({name}) is CUDAArray and {name}.backend is backend and "
+                              f"not {name}.adopted and {name}.key == {name}_key")
+                fields.append(f"*{name}.fields")
+            else:
+                checks.append(f"type({name}) is {name}_key")
+                fields.append(f"{scalar_conversion(type_)}({name})")
+        unpack = f"    {', '.join(names)}, = args\n" if names else ""
+        source = (
+            f"def fire(args, n):\n"
+            f"    if len(args) != {len(args)}:\n"
+            f"        return False\n"
+            f"{unpack}"
+            f"    if not ({' and '.join(checks) or 'True'}):\n"
+            f"        return False\n"
+            f"    header = headers.get(n)\n"
+            f"    if header is None:\n"
+            f"        header = geometry.get((n,))\n"
+            f"        if header is None or header is EMPTY:\n"
+            f"            return False\n"
+            f"        if len(headers) >= 64:\n"
+            f"            headers.clear()\n"
+            f"        headers[n] = header\n"
+            f"    if several or current.context is not context:\n"
+            f"        gpu.make_current()\n"
+            f"    result = go(finish({', '.join(fields)}))\n"
+            f"    if result:\n"
+            f"        backend._launch_failed(prepared, result)\n"
+            f"    backend._launched[prepared] = None\n"
+            + ("    backend._printed = True\n" if prepared.uses_print else "")
+            + "    return True\n")
+        exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
+             namespace)
+        prepared.fire = namespace["fire"]
+        return prepared.fire
 
     def _geometry(self, prepared: PreparedKernel, ndrange, workgroupsize):
         """The grid (x, y, z) and the launch record's header of a launch over `ndrange`,

@@ -31,17 +31,31 @@ class Kernel:
         self.const = tuple(_is_const(p.annotation, function)
                            for p in signature.parameters.values())
         self._specializations: dict = {}
+        self._launchers: dict = {}   # (backend, workgroupsize, ndrange) as given -> Launcher
 
     def __call__(self, backend, workgroupsize=None, ndrange=None) -> Launcher:
+        # `k(backend, n)(args..., ndrange=m)` in a loop finds the same launcher each time.
+        key = (backend, workgroupsize, ndrange) if _plain(workgroupsize) and \
+            _plain(ndrange) else None
+        try:
+            launcher = self._launchers.get(key)
+        except TypeError:  # a backend that cannot be hashed
+            launcher = key = None
+        if launcher is not None:
+            return launcher
         if not hasattr(backend, "launch"):
             raise LaunchError(f"kernel '{self.name}': the first argument must be a backend such "
                               f"as kk.CPU(), got {type(backend).__name__}; launch with "
                               f"{self.name}(backend, workgroupsize)(args..., ndrange=n)")
         if workgroupsize is not None:
             workgroupsize = as_sizes(workgroupsize, "workgroupsize", self.name)
-        if ndrange is not None:
-            ndrange = as_sizes(ndrange, "ndrange", self.name)
-        return Launcher(self, backend, workgroupsize, ndrange)
+        launcher = Launcher(self, backend, workgroupsize,
+                            None if ndrange is None else as_sizes(ndrange, "ndrange", self.name))
+        if key is not None:
+            if len(self._launchers) >= 64:
+                self._launchers.clear()
+            self._launchers[key] = launcher
+        return launcher
 
     def __repr__(self) -> str:
         return f"<kernel {self.name}>"
@@ -70,9 +84,19 @@ class Kernel:
                                     "kernel's source") from error
 
 
+def _plain(size) -> bool:
+    """None, an int or a tuple of ints, exactly (a bool equals an int but is refused)."""
+    kind = type(size)
+    return size is None or kind is int or (kind is tuple and all(type(s) is int for s in size))
+
+
+def _no_fast_launch(args, ndrange) -> bool:
+    return False
+
+
 class Launcher:
     __slots__ = ("kernel", "backend", "workgroupsize", "ndrange", "_arity", "_key",
-                 "_one_axis", "_prepared")
+                 "_one_axis", "_prepared", "_fire")
 
     def __init__(self, kernel: Kernel, backend, workgroupsize, ndrange):
         self.kernel = kernel
@@ -85,7 +109,10 @@ class Launcher:
         # shorter path to its geometry.
         self._one_axis = ndrange is None and workgroupsize is not None and \
             len(workgroupsize) == 1
-        self._prepared: dict = {}   # on that path: argument keys -> prepared kernel
+        # On that path: argument keys -> (prepared kernel, the backend's fast launcher);
+        # `_fire` is the fast launcher of the last launch's argument types.
+        self._prepared: dict = {}
+        self._fire = _no_fast_launch
 
     def geometry(self, ndrange, workgroupsize) -> tuple[tuple[int, ...], tuple[int, ...]]:
         kernel = self.kernel
@@ -117,16 +144,20 @@ class Launcher:
         return ndrange, workgroupsize
 
     def __call__(self, *args, ndrange=None, workgroupsize=None) -> None:
+        if type(ndrange) is int and workgroupsize is None and self._fire(args, ndrange):
+            return
         kernel = self.kernel
         if len(args) != self._arity:
             raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} arguments "
                               f"({', '.join(kernel.parameters)}) but {len(args)} were given")
         if self._one_axis and workgroupsize is None and type(ndrange) is int and ndrange >= 0:
             keys = tuple(map(self._key, args))
-            prepared = self._prepared.get(keys)
-            if prepared is None:
-                prepared = self._prepared[keys] = self.prepare(args, (ndrange,),
-                                                               self.workgroupsize)
+            entry = self._prepared.get(keys)
+            if entry is None:
+                prepared = self.prepare(args, (ndrange,), self.workgroupsize)
+                fire = self.backend.fast_launcher(prepared, args) or _no_fast_launch
+                entry = self._prepared[keys] = (prepared, fire)
+            prepared, self._fire = entry
             self.backend.launch(prepared, args, (ndrange,), self.workgroupsize)
             return
         ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)

@@ -92,6 +92,11 @@ def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType 
     return scalar_type_of(value)
 
 
+def scalar_conversion(type: T.IRType) -> str:
+    """The Python type a launch record's slot for a scalar of `type` holds."""
+    return "bool" if type.is_bool else "float" if type.is_float else "int"
+
+
 def packing_function(argtypes: tuple[T.IRType, ...], names: list[str], array_fields,
                      namespace: dict, finish=None):
     """`pack(header, args, context) -> tuple`: the launch record's fields (`header`, then
@@ -107,8 +112,7 @@ def packing_function(argtypes: tuple[T.IRType, ...], names: list[str], array_fie
         if isinstance(type, T.ArrayType):
             parts.append(f"*{array_fields(value, type, name)}")
         else:
-            parts.append(f"{'bool' if type.is_bool else 'float' if type.is_float else 'int'}"
-                         f"({value})")
+            parts.append(f"{scalar_conversion(type)}({value})")
     source = "def pack(header, args, context):\n"
     if values:
         source += f"    {', '.join(values)}, = args\n"

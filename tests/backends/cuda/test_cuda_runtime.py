@@ -362,11 +362,11 @@ def test_out_of_memory_is_an_error_with_the_size_asked_for(gpu):
     assert kk.to_numpy(kk.ones(gpu, np.int32, 3)).tolist() == [1, 1, 1]
 
 
-def run_wild_pointer_script(tmp_path, failing: str, wait: str = "") -> str:
-    """Launch a kernel through a wild pointer, `wait` (without asking kernelkit), then
-    run `failing`, which must raise a LaunchError naming that kernel, and check that the
-    GPU context cannot be used any more. In a process of its own: an illegal address ends
-    the context for good (on the host stand-in for the driver too, which fails such a
+def run_wild_pointer_script(tmp_path, failing: str, wait: str = "", before: str = "") -> str:
+    """Run `before`, launch a kernel through a wild pointer, `wait` (without asking
+    kernelkit), then run `failing`, which must raise a LaunchError naming that kernel,
+    and check that the GPU context cannot be used any more. In a process of its own: an
+    illegal address ends the context for good (on the host stand-in for the driver too, which fails such a
     launch the same way). Returns what the script printed."""
     script = "import host_driver\n" if ON_HOST_DRIVER else ""
     script += textwrap.dedent("""
@@ -382,6 +382,7 @@ def run_wild_pointer_script(tmp_path, failing: str, wait: str = "") -> str:
         gpu = kk.make_backend("cuda")
         good = kk.zeros(gpu, np.float32, 256)
         wild = CUDAArray(gpu, 64, (1 << 20,), np.float32)
+        {before}
         write_through_a_wild_pointer(gpu, 256)(wild, ndrange=1 << 20)
         {wait}
         try:
@@ -392,7 +393,7 @@ def run_wild_pointer_script(tmp_path, failing: str, wait: str = "") -> str:
             kk.zeros(gpu, np.float32, 4)
         except kk.BackendError as error:
             print("AFTER:", error)
-    """).format(wait=wait, failing=failing)
+    """).format(wait=wait, failing=failing, before=before)
     path = tmp_path / "wild_pointer.py"   # a file: kernels are read from their source
     path.write_text(script)
     root = Path(__file__).parents[3]
@@ -417,6 +418,19 @@ def test_a_failed_launch_found_by_the_next_launch_names_the_kernel_that_failed(t
     synchronize: the error names the kernel that failed, and the context is lost."""
     printed = run_wild_pointer_script(
         tmp_path, "write_through_a_wild_pointer(gpu, 256)(good, ndrange=256)",
+        wait="from cuda.bindings import driver as cu\n"
+             "while cu.cuStreamQuery(gpu._stream_handle)[0] == "
+             "cu.CUresult.CUDA_ERROR_NOT_READY: pass")
+    assert "(reported by launching kernel 'write_through_a_wild_pointer')" in printed
+
+
+def test_a_failed_launch_found_by_a_fast_launch_names_the_kernel_that_failed(tmp_path):
+    """As above, where the next launch takes the fast path (the same launcher, arguments
+    and ndrange as a launch before)."""
+    printed = run_wild_pointer_script(
+        tmp_path, "again(good, ndrange=256)",
+        before="again = write_through_a_wild_pointer(gpu, 256); again(good, ndrange=256); "
+               "kk.synchronize(gpu)",
         wait="from cuda.bindings import driver as cu\n"
              "while cu.cuStreamQuery(gpu._stream_handle)[0] == "
              "cu.CUresult.CUDA_ERROR_NOT_READY: pass")

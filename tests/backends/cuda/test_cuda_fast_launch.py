@@ -1,0 +1,151 @@
+"""Launches through a launcher's fast path (`CUDABackend.fast_launcher`): a one-axis launch
+whose arguments are of the kinds the kernel was last launched with, over an ndrange it
+was launched over before, skips the general `launch`. What it must keep: the results,
+the other kinds of arguments (which take the general launch), printing, bounds checks,
+and the errors of the general launch. A failed launch the fast path finds is tested with
+the other failed launches in test_cuda_runtime.py."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import kernelkit as kk
+import backends.cuda.runtime as runtime
+from backends.cuda import CUDABackend
+
+REASON = CUDABackend.unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no GPU to run on: {REASON}")
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return kk.make_backend("cuda")
+
+
+@pytest.fixture
+def general_launches(gpu, monkeypatch):
+    """The ndranges of the launches that went through `gpu.launch`, the general path."""
+    ndranges = []
+    general = gpu.launch
+
+    def launch(prepared, args, ndrange, workgroupsize):
+        ndranges.append(ndrange)
+        general(prepared, args, ndrange, workgroupsize)
+
+    monkeypatch.setattr(gpu, "launch", launch)
+    return ndranges
+
+
+@kk.kernel
+def add_one(y):
+    i = kk.index(kk.Global)
+    y[i] = y[i] + 1
+
+
+@kk.kernel
+def scaled_add(y, a, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a * x[i] + y[i]
+
+
+@kk.kernel
+def greet_from_item_two(x: kk.Const):
+    i = kk.index(kk.Global)
+    if i == 2:
+        kk.print("hello from", i)
+
+
+@kk.kernel
+def write_one_at(y, offset):
+    i = kk.index(kk.Global)
+    y[i + offset] = 1.0
+
+
+class Interface:
+    """Another library's array, as the CUDA array interface shows it."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__cuda_array_interface__ = array.__cuda_array_interface__
+
+
+def test_repeated_launches_skip_the_general_launch_and_all_run(gpu, general_launches):
+    y = kk.zeros(gpu, np.float32, 1000)
+    launch = add_one(gpu, 128)
+    for _ in range(10):
+        launch(y, ndrange=1000)
+    for _ in range(10):             # a new launcher each time, as a loop body writes it
+        add_one(gpu, 128)(y, ndrange=1000)
+    assert general_launches == [(1000,)]
+    np.testing.assert_array_equal(kk.to_numpy(y), np.full(1000, 20, np.float32))
+
+
+def test_other_arguments_and_ndranges_take_the_general_launch(gpu, general_launches):
+    launch = scaled_add(gpu, 64)
+    x = kk.to_backend(gpu, np.arange(100, dtype=np.float32))
+    y = kk.zeros(gpu, np.float32, 100)
+    launch(y, 2.0, x, ndrange=100)
+    launch(y, 2.0, x, ndrange=100)                          # fast
+    assert len(general_launches) == 1
+    y64 = kk.zeros(gpu, np.float64, 100)
+    launch(y64, 2.0, kk.to_backend(gpu, np.arange(100.0)), ndrange=100)   # another dtype
+    launch(y, 3, x, ndrange=100)                            # an int for the float
+    launch(y, 2.0, x, ndrange=50)                           # a new ndrange: general once,
+    launch(y, 2.0, x, ndrange=50)                           # then fast
+    other = CUDABackend(device=gpu.device)
+    z = kk.zeros(other, np.float32, 100)
+    launch(z, 2.0, x, ndrange=100)                          # another backend's array
+    launch(Interface(y), 2.0, x, ndrange=100)               # another library's array
+    launch(y, 2.0, x, ndrange=0)                            # nothing to run
+    assert general_launches == [(100,), (100,), (100,), (50,), (100,), (100,), (0,)]
+    launch(y, 2.0, x, ndrange=100)                          # fast again
+    assert len(general_launches) == 7
+    expected = np.arange(100) * np.where(np.arange(100) < 50, 15, 11)
+    np.testing.assert_array_equal(kk.to_numpy(y), expected)
+    np.testing.assert_array_equal(kk.to_numpy(y64), 2 * np.arange(100))
+    np.testing.assert_array_equal(kk.to_numpy(z), 2 * np.arange(100))
+
+
+def test_after_fast_launches_bad_launches_raise_the_general_errors(gpu):
+    launch = scaled_add(gpu, 64)
+    x = kk.to_backend(gpu, np.arange(100, dtype=np.float32))
+    y = kk.zeros(gpu, np.float32, 100)
+    launch(y, 2.0, x, ndrange=100)
+    launch(y, 2.0, x, ndrange=100)
+    with pytest.raises(kk.LaunchError, match=r"kernel 'scaled_add' takes 3 arguments"):
+        launch(y, 2.0, ndrange=100)
+    with pytest.raises(kk.LaunchError, match=r"kernel 'scaled_add': ndrange must be positive"):
+        launch(y, 2.0, x, ndrange=-100)
+    with pytest.raises(kk.LaunchError, match=r"argument 'x' is a NumPy array"):
+        launch(y, 2.0, np.arange(100, dtype=np.float32), ndrange=100)
+    np.testing.assert_array_equal(kk.to_numpy(y), 4 * np.arange(100))
+
+
+def test_a_kernel_that_prints_prints_for_every_fast_launch(gpu, general_launches, capfd,
+                                                          monkeypatch):
+    x = kk.zeros(gpu, np.float32, 4)
+    launch = greet_from_item_two(gpu, 4)
+    launch(x, ndrange=4)
+    kk.synchronize(gpu)
+    capfd.readouterr()
+    flushes = []
+    flush = runtime._libc.fflush
+    monkeypatch.setattr(runtime, "_libc", SimpleNamespace(
+        fflush=lambda stream: flushes.append(stream) or flush(stream)))
+    for _ in range(3):
+        launch(x, ndrange=4)
+    kk.synchronize(gpu)      # flushes C's stdout, where the device's printf writes
+    assert len(general_launches) == 1 and flushes == [None]
+    assert capfd.readouterr().out == "hello from 2\n" * 3
+
+
+def test_an_out_of_bounds_write_in_a_fast_launch_is_reported_on_synchronize(gpu):
+    debug = CUDABackend(device=gpu.device, debug=True)
+    y = kk.zeros(debug, np.float32, 8)
+    launch = write_one_at(debug, 8)
+    launch(y, 0, ndrange=8)
+    kk.synchronize(debug)
+    launch(y, 1, ndrange=8)        # the same kinds of arguments: the fast path
+    with pytest.raises(IndexError, match=r"(?s)write_one_at.*index 8 .*shape \(8,\)"):
+        kk.synchronize(debug)
+    np.testing.assert_array_equal(kk.to_numpy(y), np.ones(8, np.float32))
