@@ -739,7 +739,7 @@ class CUDABackend(Backend):
             return prepared.fire
         names = [f"a{index}" for index in range(len(args))]
         namespace = {"CUDAArray": CUDAArray, "backend": self, "prepared": prepared,
-                     "geometry": prepared.geometry, "headers": {}, "EMPTY": _EMPTY,
+                     "geometry": prepared.geometry, "EMPTY": _EMPTY,
                      "current": current, "several": self._several,
                      "context": self._context, "gpu": self._gpu, "go": prepared.launch.go,
                      "finish": prepared.finish}
@@ -763,14 +763,9 @@ class CUDABackend(Backend):
             f"{unpack}"
             f"    if not ({' and '.join(checks) or 'True'}):\n"
             f"        return False\n"
-            f"    header = headers.get(n)\n"
-            f"    if header is None:\n"
-            f"        header = geometry.get((n,))\n"
-            f"        if header is None or header is EMPTY:\n"
-            f"            return False\n"
-            f"        if len(headers) >= 64:\n"
-            f"            headers.clear()\n"
-            f"        headers[n] = header\n"
+            f"    header = geometry.get((n,))\n"
+            f"    if header is None or header is EMPTY:\n"
+            f"        return False\n"
             f"    if several or current.context is not context:\n"
             f"        gpu.make_current()\n"
             f"    result = go(finish({', '.join(fields)}))\n"

@@ -96,7 +96,7 @@ def _no_fast_launch(args, ndrange) -> bool:
 
 class Launcher:
     __slots__ = ("kernel", "backend", "workgroupsize", "ndrange", "_arity", "_key",
-                 "_one_axis", "_prepared", "_fire")
+                 "_one_axis", "_prepared", "_fire", "_fast_launcher")
 
     def __init__(self, kernel: Kernel, backend, workgroupsize, ndrange):
         self.kernel = kernel
@@ -105,12 +105,13 @@ class Launcher:
         self.ndrange = ndrange
         self._arity = len(kernel.parameters)
         self._key = backend.argument_key
+        self._fast_launcher = getattr(backend, "fast_launcher", None)
         # The common launch, `k(backend, n)(args..., ndrange=m)` with ints, takes a
         # shorter path to its geometry.
         self._one_axis = ndrange is None and workgroupsize is not None and \
             len(workgroupsize) == 1
-        # On that path: argument keys -> (prepared kernel, the backend's fast launcher);
-        # `_fire` is the fast launcher of the last launch's argument types.
+        # On that path: argument keys -> [prepared kernel, the backend's fast launcher or
+        # None]; `_fire` is the fast launcher of the last launch's argument types.
         self._prepared: dict = {}
         self._fire = _no_fast_launch
 
@@ -154,10 +155,17 @@ class Launcher:
             keys = tuple(map(self._key, args))
             entry = self._prepared.get(keys)
             if entry is None:
-                prepared = self.prepare(args, (ndrange,), self.workgroupsize)
-                fire = self.backend.fast_launcher(prepared, args) or _no_fast_launch
-                entry = self._prepared[keys] = (prepared, fire)
-            prepared, self._fire = entry
+                entry = self._prepared[keys] = [
+                    self.prepare(args, (ndrange,), self.workgroupsize), None]
+            prepared, fire = entry
+            if fire is None and self._fast_launcher is not None:
+                # None where these arguments cannot take it (another library's array,
+                # say): asked again at the next launch with these keys.
+                fire = entry[1] = self._fast_launcher(prepared, args)
+            if fire is not None:
+                self._fire = fire
+                if fire(args, ndrange):
+                    return
             self.backend.launch(prepared, args, (ndrange,), self.workgroupsize)
             return
         ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)

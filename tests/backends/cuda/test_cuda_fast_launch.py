@@ -22,18 +22,22 @@ def gpu():
     return kk.make_backend("cuda")
 
 
-@pytest.fixture
-def general_launches(gpu, monkeypatch):
-    """The ndranges of the launches that went through `gpu.launch`, the general path."""
+def count_general_launches(backend, monkeypatch) -> list:
+    """The ndranges of the launches that go through `backend.launch`, the general path."""
     ndranges = []
-    general = gpu.launch
+    general = backend.launch
 
     def launch(prepared, args, ndrange, workgroupsize):
         ndranges.append(ndrange)
         general(prepared, args, ndrange, workgroupsize)
 
-    monkeypatch.setattr(gpu, "launch", launch)
+    monkeypatch.setattr(backend, "launch", launch)
     return ndranges
+
+
+@pytest.fixture
+def general_launches(gpu, monkeypatch):
+    return count_general_launches(gpu, monkeypatch)
 
 
 @kk.kernel
@@ -106,19 +110,31 @@ def test_other_arguments_and_ndranges_take_the_general_launch(gpu, general_launc
     np.testing.assert_array_equal(kk.to_numpy(z), 2 * np.arange(100))
 
 
-def test_after_fast_launches_bad_launches_raise_the_general_errors(gpu):
+def test_a_first_launch_with_another_librarys_array_leaves_the_fast_path_to_later_ones(
+        gpu, general_launches):
+    y = kk.zeros(gpu, np.float32, 64)
+    add_one(gpu, 32)(Interface(y), ndrange=64)   # the same argument key as y's
+    for _ in range(5):
+        add_one(gpu, 32)(y, ndrange=64)
+    assert general_launches == [(64,)]
+    np.testing.assert_array_equal(kk.to_numpy(y), np.full(64, 6, np.float32))
+
+
+def test_after_fast_launches_bad_launches_raise_the_general_errors(gpu, general_launches):
     launch = scaled_add(gpu, 64)
     x = kk.to_backend(gpu, np.arange(100, dtype=np.float32))
     y = kk.zeros(gpu, np.float32, 100)
-    launch(y, 2.0, x, ndrange=100)
-    launch(y, 2.0, x, ndrange=100)
+    launch(y, 2.0, x, ndrange=99)       # an ndrange no other test launches scaled_add over
+    launch(y, 2.0, x, ndrange=99)
+    assert general_launches == [(99,)]
     with pytest.raises(kk.LaunchError, match=r"kernel 'scaled_add' takes 3 arguments"):
-        launch(y, 2.0, ndrange=100)
+        launch(y, 2.0, ndrange=99)
     with pytest.raises(kk.LaunchError, match=r"kernel 'scaled_add': ndrange must be positive"):
-        launch(y, 2.0, x, ndrange=-100)
+        launch(y, 2.0, x, ndrange=-99)
     with pytest.raises(kk.LaunchError, match=r"argument 'x' is a NumPy array"):
-        launch(y, 2.0, np.arange(100, dtype=np.float32), ndrange=100)
-    np.testing.assert_array_equal(kk.to_numpy(y), 4 * np.arange(100))
+        launch(y, 2.0, np.arange(100, dtype=np.float32), ndrange=99)
+    np.testing.assert_array_equal(kk.to_numpy(y), np.where(np.arange(100) < 99,
+                                                           4 * np.arange(100), 0))
 
 
 def test_a_kernel_that_prints_prints_for_every_fast_launch(gpu, general_launches, capfd,
@@ -139,8 +155,9 @@ def test_a_kernel_that_prints_prints_for_every_fast_launch(gpu, general_launches
     assert capfd.readouterr().out == "hello from 2\n" * 3
 
 
-def test_an_out_of_bounds_write_in_a_fast_launch_is_reported_on_synchronize(gpu):
+def test_an_out_of_bounds_write_in_a_fast_launch_is_reported_on_synchronize(gpu, monkeypatch):
     debug = CUDABackend(device=gpu.device, debug=True)
+    general_launches = count_general_launches(debug, monkeypatch)
     y = kk.zeros(debug, np.float32, 8)
     launch = write_one_at(debug, 8)
     launch(y, 0, ndrange=8)
@@ -148,4 +165,5 @@ def test_an_out_of_bounds_write_in_a_fast_launch_is_reported_on_synchronize(gpu)
     launch(y, 1, ndrange=8)        # the same kinds of arguments: the fast path
     with pytest.raises(IndexError, match=r"(?s)write_one_at.*index 8 .*shape \(8,\)"):
         kk.synchronize(debug)
+    assert general_launches == [(8,)]
     np.testing.assert_array_equal(kk.to_numpy(y), np.ones(8, np.float32))

@@ -429,12 +429,21 @@ def test_a_failed_launch_found_by_a_fast_launch_names_the_kernel_that_failed(tmp
     and ndrange as a launch before)."""
     printed = run_wild_pointer_script(
         tmp_path, "again(good, ndrange=256)",
-        before="again = write_through_a_wild_pointer(gpu, 256); again(good, ndrange=256); "
-               "kk.synchronize(gpu)",
+        before=textwrap.dedent("""
+            general = gpu.launch
+            def counted(*arguments):
+                print("GENERAL LAUNCH")
+                general(*arguments)
+            gpu.launch = counted
+            again = write_through_a_wild_pointer(gpu, 256)
+            again(good, ndrange=256)
+            kk.synchronize(gpu)"""),
         wait="from cuda.bindings import driver as cu\n"
              "while cu.cuStreamQuery(gpu._stream_handle)[0] == "
              "cu.CUresult.CUDA_ERROR_NOT_READY: pass")
     assert "(reported by launching kernel 'write_through_a_wild_pointer')" in printed
+    # the first launch of `again` and the wild one (a new ndrange) only
+    assert printed.count("GENERAL LAUNCH") == 2
 
 
 def test_a_backend_for_a_gpu_that_does_not_exist_says_how_many_there_are():

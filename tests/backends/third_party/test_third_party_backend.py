@@ -53,3 +53,20 @@ def test_an_installed_third_party_backend_is_found_and_runs_kernels(installed_to
     assert type(backend).launches == 1
     compiled = axpy.specialize(backend, axpy.argument_types(backend, (y, 3.0, x)), (32,))
     assert compiled.job.config.target.name == "serial"
+
+
+def test_a_backend_that_only_has_the_methods_runs_kernels(monkeypatch):
+    """Duck typing: a backend need not derive from `Backend`; its optional hooks
+    (`fast_launcher`) may be missing."""
+    monkeypatch.syspath_prepend(str(HERE))
+    from toy_backend import Serial
+    methods = {name: value for name, value in vars(Serial).items()
+               if not name.startswith("__") or name == "__init__"}
+    duck = type("Duck", (), methods)()
+    assert not hasattr(duck, "fast_launcher")
+    x = np.arange(100, dtype=np.float32)
+    y = np.ones(100, np.float32)
+    for _ in range(3):
+        axpy(duck, 32)(y, np.float32(2), x, ndrange=100)
+    kk.synchronize(duck)
+    np.testing.assert_array_equal(y, 6 * x + 1)
