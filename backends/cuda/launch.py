@@ -6,9 +6,12 @@ kernel gets a builtin function of its own, `go(packed) -> CUresult`: `packed` is
 object holding the grid (`GRID`) and then the launch record, made by one `struct.pack`;
 what stays the same from one launch to the next (the driver's function, the kernel, the
 stream, the block size) is in a `LaunchBlock` written once, when the kernel is prepared.
-The driver copies the parameters before `cuLaunchKernel` returns, so the record needs to
+The driver copies the parameters before the launch call returns, so the record needs to
 live only as long as the call: no buffer is shared between launches, and launches from
-several threads need no lock.
+several threads need no lock. A kernel that waits for the previous grid itself (sm_90 and
+newer, `thread.py`) is launched through cuLaunchKernelEx with programmatic stream
+serialization: its CUlaunchConfig is made on the native function's stack, and the
+attribute it points at is kept in the block.
 
 The builtin is a CPython function object (`PyCFunction_NewEx`) whose C function is
 compiled here from LLVM IR (`kernelkit.compiler.native`), bound to the block (a bytes
@@ -26,9 +29,16 @@ from kernelkit.errors import BackendError
 
 from .driver import check, cuda_driver
 
-BLOCK = struct.Struct("<QQQ4IQ")
-"""Written once: the driver's cuLaunchKernel, the CUfunction, the CUstream, block x, y, z,
-shared memory bytes, and the size of `packed`."""
+BLOCK = struct.Struct("<QQQ4IQQ")
+"""Written once: the driver's launch function, the CUfunction, the CUstream, block x, y,
+z, shared memory bytes, the size of `packed`, and the number of launch attributes that
+follow it (`ATTRIBUTE` each). With none, the driver's function is cuLaunchKernel; with
+some, cuLaunchKernelEx, given a CUlaunchConfig made on the stack for each launch."""
+ATTRIBUTE = struct.Struct("<I4xi60x")
+"""A CUlaunchAttribute (72 bytes): its id, and an int value at the start of its union."""
+PROGRAMMATIC_STREAM_SERIALIZATION = 6
+"""CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the kernel may be scheduled
+before the previous kernel in its stream has ended; it waits for it itself (`thread.py`)."""
 GRID = "3I4x"
 """The start of each launch's `packed`: grid x, y, z; the launch record follows."""
 RECORD_OFFSET = struct.calcsize("<" + GRID)
@@ -52,9 +62,16 @@ define private ptr @pointer(ptr %base, i64 %offset) {{
   ret ptr %value
 }}
 
+define private void @set(ptr %base, i64 %offset, i32 %value) {{
+  %slot = getelementptr i8, ptr %base, i64 %offset
+  store i32 %value, ptr %slot
+  ret void
+}}
+
 define ptr @kk_cuda_launch(ptr %self, ptr %packed) {{
 entry:
   %params = alloca ptr
+  %config = alloca [56 x i8], align 8      ; CUlaunchConfig
   %data = call ptr @PyBytes_AsString(ptr %packed)
   %refused = icmp eq ptr %data, null
   br i1 %refused, label %error, label %check
@@ -78,14 +95,40 @@ launch:
   %by = call i32 @field(ptr %block, i64 28)
   %bz = call i32 @field(ptr %block, i64 32)
   %shared = call i32 @field(ptr %block, i64 36)
+  %count.slot = getelementptr i8, ptr %block, i64 48
+  %count = load i64, ptr %count.slot
   %gx = call i32 @field(ptr %data, i64 0)
   %gy = call i32 @field(ptr %data, i64 4)
   %gz = call i32 @field(ptr %data, i64 8)
   %record = getelementptr i8, ptr %data, i64 {RECORD_OFFSET}
   store ptr %record, ptr %params
+  %plain = icmp eq i64 %count, 0
   %state = call ptr @PyEval_SaveThread()
-  %result = call i32 %driver(ptr %function, i32 %gx, i32 %gy, i32 %gz, i32 %bx, i32 %by,
-                             i32 %bz, i32 %shared, ptr %stream, ptr %params, ptr null)
+  br i1 %plain, label %classic, label %extended
+classic:
+  %result.classic = call i32 %driver(ptr %function, i32 %gx, i32 %gy, i32 %gz, i32 %bx,
+                                     i32 %by, i32 %bz, i32 %shared, ptr %stream,
+                                     ptr %params, ptr null)
+  br label %done
+extended:
+  call void @set(ptr %config, i64 0, i32 %gx)
+  call void @set(ptr %config, i64 4, i32 %gy)
+  call void @set(ptr %config, i64 8, i32 %gz)
+  call void @set(ptr %config, i64 12, i32 %bx)
+  call void @set(ptr %config, i64 16, i32 %by)
+  call void @set(ptr %config, i64 20, i32 %bz)
+  call void @set(ptr %config, i64 24, i32 %shared)
+  %stream.slot = getelementptr i8, ptr %config, i64 32
+  store ptr %stream, ptr %stream.slot
+  %attributes = getelementptr i8, ptr %block, i64 {BLOCK.size}
+  %attributes.slot = getelementptr i8, ptr %config, i64 40
+  store ptr %attributes, ptr %attributes.slot
+  %narrow = trunc i64 %count to i32
+  call void @set(ptr %config, i64 48, i32 %narrow)
+  %result.extended = call i32 %driver(ptr %config, ptr %function, ptr %params, ptr null)
+  br label %done
+done:
+  %result = phi i32 [%result.classic, %classic], [%result.extended, %extended]
   call void @PyEval_RestoreThread(ptr %state)
   %wide = zext i32 %result to i64
   %object = call ptr @PyLong_FromLong(i64 %wide)
@@ -114,14 +157,14 @@ def _definition() -> _MethodDef:
                       b"the launch record that `packed` holds.")
 
 
-@functools.lru_cache(maxsize=1)
-def _driver_launch() -> int:
-    """The address of the driver's cuLaunchKernel."""
+@functools.lru_cache(maxsize=None)
+def _driver_function(name: str) -> int:
+    """The address of the driver's function `name` (its CUDA 12 version)."""
     cu = cuda_driver()
-    error, address, _status = cu.cuGetProcAddress(b"cuLaunchKernel", 12000, 0)
-    check(error, "cuGetProcAddress(cuLaunchKernel)")
+    error, address, _status = cu.cuGetProcAddress(name.encode(), 12000, 0)
+    check(error, f"cuGetProcAddress({name})")
     if not address:
-        raise BackendError("the CUDA driver gave no address for cuLaunchKernel")
+        raise BackendError(f"the CUDA driver gave no address for {name}")
     return int(address)
 
 
@@ -133,10 +176,17 @@ _new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
 class LaunchBlock:
     """What one prepared kernel's launches share (`BLOCK`), and `go(packed)`, which
     launches with the grid and record that `packed` holds (`size` bytes; a bytes object
-    of another size launches nothing and gives CUDA_ERROR_INVALID_VALUE)."""
+    of another size launches nothing and gives CUDA_ERROR_INVALID_VALUE). `dependent`:
+    launched with programmatic stream serialization, for a kernel that waits for the
+    previous grid itself (`thread.py`)."""
 
-    def __init__(self, function, stream: int, block: tuple[int, int, int], size: int):
+    def __init__(self, function, stream: int, block: tuple[int, int, int], size: int,
+                 dependent: bool = False):
+        attributes = [ATTRIBUTE.pack(PROGRAMMATIC_STREAM_SERIALIZATION, 1)] if dependent else []
+        driver = _driver_function("cuLaunchKernelEx" if attributes else "cuLaunchKernel")
         # The builtin's bound object is this bytes object: it owns the block's memory
-        # for as long as the builtin lives.
-        self.block = BLOCK.pack(_driver_launch(), int(function), stream, *block, 0, size)
+        # (and the attributes the launch configuration points at) for as long as the
+        # builtin lives.
+        self.block = BLOCK.pack(driver, int(function), stream, *block, 0, size,
+                                len(attributes)) + b"".join(attributes)
         self.go = _new_function(ctypes.addressof(_definition()), self.block, None)

@@ -636,7 +636,8 @@ class CUDABackend(Backend):
         block = tuple(reversed(sizes)) + (1,) * (3 - len(sizes))
         names = list(inspect.signature(compiled.job.source.function).parameters)
         packed = struct.Struct("<" + GRID + layout.struct.format.lstrip("<"))
-        launch = LaunchBlock(function, self._stream.address, block, packed.size)
+        launch = LaunchBlock(function, self._stream.address, block, packed.size,
+                             dependent=compiled.info.get("dependent_launch", False))
         prepared = PreparedKernel(name, function, launch,
                                   self._packer(argtypes, names, packed.pack), ndim, compiled,
                                   compiled.uses_print, keep=(module,),

@@ -86,6 +86,12 @@ class PTXTarget(Target):
             raise BackendError(f"unknown GPU architecture '{self.arch}'; known: "
                                f"{', '.join(_PTX_VERSION)}")
 
+    @property
+    def dependent_launch(self) -> bool:
+        """Whether kernels wait for the previous grid at entry and let the next one start
+        early (`thread.py`): sm_90 and newer have `griddepcontrol`."""
+        return int(self.arch[3:].rstrip("a")) >= 90
+
     def machine(self, opt_level: int = 3):
         return _target_machine(self.arch, opt_level)
 
@@ -98,7 +104,8 @@ class PTXTarget(Target):
     def emit_kernel(self, module, ir_module, job) -> dict:
         builder = ThreadFunctionBuilder(module, ir_module.kernel, job, kernel_symbol(job))
         builder.build()
-        return {"locations": builder.locations, "coarsening": builder.coarsening}
+        return {"locations": builder.locations, "coarsening": builder.coarsening,
+                "dependent_launch": builder.dependent_launch}
 
     def optimize(self, llvm_module, job) -> None:
         if uses_libdevice(llvm_module):

@@ -16,7 +16,16 @@ work-item are in flight while another's run (a thread with one load of four byte
 too little memory traffic in flight to reach an H100's bandwidth). The runtime chooses
 per launch: one block per `COARSENING` groups where there are groups enough to fill the
 GPU that way (`CUDABackend._blocks`), else one block per group; the kernel tells the two
-apart by the number of blocks it was launched with."""
+apart by the number of blocks it was launched with.
+
+Dependent launch (sm_90 and newer): a kernel begins with `griddepcontrol.wait` and then
+`griddepcontrol.launch_dependents`, before it touches memory, and the runtime launches it
+with programmatic stream serialization. The next kernel in the stream may then be
+scheduled as soon as every block of this one has started, and its blocks wait at entry
+until this grid has completed and its memory is visible: the result is that of stream
+order, and the gap between kernels (the last blocks' tail, then the next grid's start) is
+hidden. A kernel launched without it, or after work that is not such a kernel, does not
+wait at all."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -63,6 +72,11 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         record.attributes.align = 8
         llvm_function.attributes.add("nounwind")
         builder = ir.IRBuilder(llvm_function.append_basic_block("entry"))
+        self.dependent_launch = getattr(self.job.config.target, "dependent_launch", False)
+        if self.dependent_launch:
+            for instruction in ("griddepcontrol.wait;", "griddepcontrol.launch_dependents;"):
+                builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), instruction,
+                                          "~{memory}", side_effect=True), [])
         axes = [_AXES[self.ndim - 1 - axis] for axis in range(self.ndim)]
         local = [self.special_register(builder, "tid", a) for a in axes]
         group = [self.special_register(builder, "ctaid", a) for a in axes]

@@ -104,6 +104,7 @@ _modules: dict[int, bytes] = {}
 _functions: dict[int, str] = {}
 jobs: dict[int, object] = {}   # function handle -> the kernel's compiler job
 coarsening: dict[int, int] = {}   # function handle -> work-groups a block may run
+waits: dict[int, bool] = {}   # function handle -> it waits for the previous grid at entry
 _callbacks: dict[str, object] = {}
 _ERROR_TEXT = ctypes.create_string_buffer(b"an error of the host stand-in for the driver")
 
@@ -713,6 +714,41 @@ def cuFuncGetAttribute(value, attribute, function):
 
 @driver_function(VOID_P, UINT, UINT, UINT, UINT, UINT, UINT, UINT, VOID_P, VOID_P, VOID_P)
 def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    calls.append(("launch", _functions.get(function)))
+    _launch(function, (gx, gy, gz), (bx, by, bz), shared, stream, params, extra)
+
+
+PROGRAMMATIC_STREAM_SERIALIZATION = 6
+LAUNCH_CONFIG = struct.Struct("<7I4xQQI4x")   # CUlaunchConfig
+LAUNCH_ATTRIBUTE = struct.Struct("<I4xi60x")   # CUlaunchAttribute, with an int value
+
+
+@driver_function(VOID_P, VOID_P, VOID_P, VOID_P)
+def cuLaunchKernelEx(config, function, params, extra):
+    """cuLaunchKernel with a CUlaunchConfig. The one attribute the stand-in knows is
+    programmatic stream serialization, and it is given only for a kernel that waits for
+    the previous grid at its entry (else that kernel could read memory the previous one
+    has not written yet)."""
+    if not config:
+        raise Refused(INVALID_VALUE, "no launch configuration")
+    *sizes, stream, attributes, count = LAUNCH_CONFIG.unpack(
+        ctypes.string_at(config, LAUNCH_CONFIG.size))
+    given = {}
+    for number in range(count):
+        key, value = LAUNCH_ATTRIBUTE.unpack(ctypes.string_at(
+            attributes + number * LAUNCH_ATTRIBUTE.size, LAUNCH_ATTRIBUTE.size))
+        if key != PROGRAMMATIC_STREAM_SERIALIZATION:
+            raise Refused(INVALID_VALUE, f"the stand-in knows no launch attribute {key}")
+        given[key] = value
+    if given.get(PROGRAMMATIC_STREAM_SERIALIZATION) and function and \
+            not waits.get(function, False):
+        raise Refused(INVALID_VALUE, f"kernel {_functions.get(function)} is launched to "
+                      f"overlap the previous one but does not wait for it")
+    calls.append(("launch_ex", _functions.get(function), given))
+    _launch(function, tuple(sizes[:3]), tuple(sizes[3:6]), sizes[6], stream, params, extra)
+
+
+def _launch(function, grid, block, shared, stream, params, extra):
     """Run the CPU build of the kernel's job on the launch record the runtime packed."""
     from kernelkit.backend import make_backend
     from kernelkit.compiler.driver import compile_job
@@ -720,11 +756,10 @@ def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, ext
     from kernelkit.runtime.arguments import ArgumentLayout
     _live(function, _functions, "function")
     _stream(stream)
-    grid, block = (gx, gy, gz), (bx, by, bz)
     if not all(1 <= count <= most for count, most in zip(grid, MAX_GRID)):
         raise Refused(INVALID_VALUE, f"grid {grid} outside the limits {MAX_GRID}")
     if not all(1 <= count <= most for count, most in zip(block, MAX_BLOCK)) \
-            or bx * by * bz > 1024:
+            or math.prod(block) > 1024:
         raise Refused(INVALID_VALUE, f"block {block} outside the limits")
     if shared or extra or not params:
         raise Refused(INVALID_VALUE, "the launch record goes in kernelParams alone")
@@ -828,6 +863,7 @@ def _install() -> None:
         prepared = prepare(self, compiled, argtypes, ndim)
         jobs[int(prepared.function)] = compiled.job
         coarsening[int(prepared.function)] = prepared.coarsening
+        waits[int(prepared.function)] = prepared.compiled.info.get("dependent_launch", False)
         return prepared
     runtime.CUDABackend.prepare = prepare_with_job
     runtime.HOST_DRIVER = True
