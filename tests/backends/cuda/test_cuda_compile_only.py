@@ -83,6 +83,43 @@ def test_barriers_shared_memory_atomics_and_print_map_to_cuda():
     assert "vprintf" in ptx
 
 
+WAIT, TRIGGER = "griddepcontrol.wait;", "griddepcontrol.launch_dependents;"
+MEMORY = ("ld.global", "st.global", "atom.", "red.", "ld.shared", "st.shared", "vprintf")
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100", "sm_120"])
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
+def test_kernels_for_sm_90_and_newer_wait_for_the_previous_grid_before_touching_memory(
+        arch, debug):
+    """Dependent launch (backends/cuda/thread.py): the wait, then the trigger for the next
+    kernel, at the entry of coarsened kernels, kernels with barriers, shared memory,
+    atomics and printing, and two-axis ones, with bounds checks or without."""
+    backend = CUDABackend.compile_only(arch, debug=debug)
+    x, out = np.zeros(128, np.float32), np.zeros(1, np.float32)
+    for kernel, args, ndrange, group in [(saxpy, (x, np.float32(2), x), 128, (64,)),
+                                         (tiled_sum, (out, x), 128, (64,)),
+                                         (two_d, (np.zeros((4, 8), np.int64),), (4, 8),
+                                          (2, 8))]:
+        ptx = kk.code_native(kernel, backend, *args, ndrange=ndrange, workgroupsize=group)
+        body = ptx[ptx.index(".entry"):]
+        first_access = min(body.index(op) for op in MEMORY if op in body)
+        assert body.index(WAIT) < body.index(TRIGGER) < first_access, kernel.name
+        assert body.count(WAIT) == body.count(TRIGGER) == 1
+        compiled = compiled_for(kernel, backend, args, ndrange, group)
+        assert compiled.info["dependent_launch"] is True
+
+
+def test_older_architectures_have_no_dependent_launch():
+    x = np.zeros(128, np.float32)
+    for arch in ("sm_80", "sm_89"):
+        backend = CUDABackend.compile_only(arch)
+        ptx = kk.code_native(saxpy, backend, x, np.float32(2), x, ndrange=128,
+                             workgroupsize=64)
+        assert f".target {arch}" in ptx and "griddepcontrol" not in ptx
+        compiled = compiled_for(saxpy, backend, (x, np.float32(2), x), 128, (64,))
+        assert compiled.info["dependent_launch"] is False
+
+
 @needs_toolchain
 def test_math_comes_from_libdevice_and_only_what_is_used_is_kept():
     x = np.zeros(100, np.float32)
