@@ -7,6 +7,7 @@ only says what to load (the runtime loads it when a launch is prepared)."""
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from llvmlite import binding as llvm
@@ -90,7 +91,7 @@ class PTXTarget(Target):
     def dependent_launch(self) -> bool:
         """Whether kernels wait for the previous grid at entry and let the next one start
         early (`thread.py`): sm_90 and newer have `griddepcontrol`."""
-        return int(self.arch[3:].rstrip("a")) >= 90
+        return int(re.match(r"sm_(\d+)", self.arch).group(1)) >= 90
 
     def machine(self, opt_level: int = 3):
         return _target_machine(self.arch, opt_level)

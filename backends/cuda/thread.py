@@ -24,8 +24,8 @@ with programmatic stream serialization. The next kernel in the stream may then b
 scheduled as soon as every block of this one has started, and its blocks wait at entry
 until this grid has completed and its memory is visible: the result is that of stream
 order, and the gap between kernels (the last blocks' tail, then the next grid's start) is
-hidden. A kernel launched without it, or after work that is not such a kernel, does not
-wait at all."""
+hidden. Launched without it, or after anything but a kernel that lets it start early,
+a kernel starts only when the work before it has ended, and the wait returns at once."""
 from __future__ import annotations
 
 from llvmlite import ir

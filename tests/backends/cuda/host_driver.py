@@ -714,8 +714,8 @@ def cuFuncGetAttribute(value, attribute, function):
 
 @driver_function(VOID_P, UINT, UINT, UINT, UINT, UINT, UINT, UINT, VOID_P, VOID_P, VOID_P)
 def cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-    calls.append(("launch", _functions.get(function)))
     _launch(function, (gx, gy, gz), (bx, by, bz), shared, stream, params, extra)
+    calls.append(("launch", _functions.get(function)))
 
 
 PROGRAMMATIC_STREAM_SERIALIZATION = 6
@@ -733,6 +733,8 @@ def cuLaunchKernelEx(config, function, params, extra):
         raise Refused(INVALID_VALUE, "no launch configuration")
     *sizes, stream, attributes, count = LAUNCH_CONFIG.unpack(
         ctypes.string_at(config, LAUNCH_CONFIG.size))
+    if count and not attributes:
+        raise Refused(INVALID_VALUE, f"{count} launch attributes and no pointer to them")
     given = {}
     for number in range(count):
         key, value = LAUNCH_ATTRIBUTE.unpack(ctypes.string_at(
@@ -744,8 +746,8 @@ def cuLaunchKernelEx(config, function, params, extra):
             not waits.get(function, False):
         raise Refused(INVALID_VALUE, f"kernel {_functions.get(function)} is launched to "
                       f"overlap the previous one but does not wait for it")
-    calls.append(("launch_ex", _functions.get(function), given))
     _launch(function, tuple(sizes[:3]), tuple(sizes[3:6]), sizes[6], stream, params, extra)
+    calls.append(("launch_ex", _functions.get(function), given))
 
 
 def _launch(function, grid, block, shared, stream, params, extra):

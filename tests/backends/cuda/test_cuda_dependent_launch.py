@@ -10,6 +10,7 @@ import pytest
 import kernelkit as kk
 import backends.cuda.runtime as runtime
 from backends.cuda import CUDABackend
+from backends.cuda.launch import BLOCK
 from backends.cuda.target import PTXTarget
 
 REASON = CUDABackend.unavailable_reason()
@@ -22,6 +23,21 @@ def reverse_plus_one(y, x: kk.Const):
     """Each work-item reads what another block of the previous launch wrote."""
     i = kk.index(kk.Global)
     y[i] = x[len(x) - 1 - i] + 1
+
+
+@kk.kernel
+def add_one(y):
+    i = kk.index(kk.Global)
+    y[i] = y[i] + 1
+
+
+def attributes_of(kernel, backend) -> int:
+    """The launch attributes of `kernel`'s one launch block on `backend`: 1 where it is
+    launched to overlap the kernel before it."""
+    (prepared,) = (p for key, p in kernel._specializations.items() if key[0] is backend)
+    assert prepared.compiled.info["dependent_launch"] is (BLOCK.unpack_from(
+        prepared.launch.block)[-1] == 1)
+    return BLOCK.unpack_from(prepared.launch.block)[-1]
 
 
 def launch_kinds(host_driver, seen: int) -> list:
@@ -43,6 +59,7 @@ def test_a_chain_of_kernels_that_read_other_blocks_writes_gets_stream_order_resu
         step(b, a, ndrange=n)
         step(a, b, ndrange=n)
     np.testing.assert_array_equal(kk.to_numpy(a), np.full(n, 200, np.float32))
+    assert attributes_of(reverse_plus_one, gpu) == int(PTXTarget(gpu.arch).dependent_launch)
     if ON_HOST_DRIVER:   # the stand-in is an sm_90: every launch lets the next one start
         assert launch_kinds(host_driver, seen) == [("launch_ex", {6: 1})] * 200
 
@@ -69,8 +86,37 @@ def test_kernels_with_and_without_dependent_launch_alternate_on_one_stream(monke
         waiting(a, b, ndrange=n)
         plain(b, a, ndrange=n)
     np.testing.assert_array_equal(kk.to_numpy(b), np.full(n, 101, np.float32))
+    assert (attributes_of(reverse_plus_one, gpu), attributes_of(plain_kernel, gpu)) == (1, 0)
     if ON_HOST_DRIVER:
         assert launch_kinds(host_driver, seen) == [("launch_ex", {6: 1}), "launch"] * 50
+
+
+@needs_gpu
+def test_copies_memsets_and_another_streams_work_between_such_kernels_keep_their_order():
+    """Between kernels that overlap their neighbours: a copy from the host, a copy on the
+    device, a strided copy (a copy kernel), a new zeroed array, and a kernel on another
+    backend's stream; each kernel reads what other blocks, or the work before, wrote."""
+    gpu, other = CUDABackend(), CUDABackend()
+    n = 1 << 22
+    step = reverse_plus_one(gpu, 256)
+    host = np.arange(n, dtype=np.float32)
+    a, b = kk.zeros(gpu, np.float32, n), kk.zeros(gpu, np.float32, n)
+    wide = kk.zeros(gpu, np.float32, (n, 2))
+    for _ in range(3):
+        kk.copyto(a, host)
+        step(b, a, ndrange=n)            # b = host reversed, + 1
+        kk.copyto(a, b)
+        step(b, a, ndrange=n)            # b = host + 2
+        add_one(other, 256)(b, ndrange=n)
+        step(a, b, ndrange=n)            # a = host reversed, + 4
+        kk.copyto(wide[:, 1], a)
+        kk.copyto(b, wide[:, 1])
+        step(a, b, ndrange=n)            # a = host + 5
+        zeros = kk.zeros(gpu, np.float32, n)
+        step(b, zeros, ndrange=n)        # b = 1
+        step(zeros, a, ndrange=n)        # zeros = host reversed, + 6
+        np.testing.assert_array_equal(kk.to_numpy(b), np.ones(n, np.float32))
+        np.testing.assert_array_equal(kk.to_numpy(zeros), host[::-1] + 6)
 
 
 @pytest.mark.skipif(not ON_HOST_DRIVER, reason="checks the host stand-in for the driver")
