@@ -72,7 +72,7 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         record.attributes.align = 8
         llvm_function.attributes.add("nounwind")
         builder = ir.IRBuilder(llvm_function.append_basic_block("entry"))
-        self.dependent_launch = getattr(self.job.config.target, "dependent_launch", False)
+        self.dependent_launch = self.job.config.target.dependent_launch
         if self.dependent_launch:
             for instruction in ("griddepcontrol.wait;", "griddepcontrol.launch_dependents;"):
                 builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), instruction,
