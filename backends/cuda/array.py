@@ -37,6 +37,10 @@ def is_c_contiguous(shape, strides, itemsize) -> bool:
     return True
 
 
+_KEYS: dict = {}
+"""Each distinct array key, once (`CUDAArray.key`)."""
+
+
 class CUDAArray:
     """Memory on a GPU with a shape, a dtype and byte strides."""
 
@@ -70,8 +74,10 @@ class CUDAArray:
             self.fields = None
             key += ("unaligned strides",)
         # Arrays a kernel may not write, or cannot take, have keys of their own: the
-        # launch looks at them once (argument_type) and says so.
-        self.key = key + ("read-only",) if readonly else key
+        # launch looks at them once (argument_type) and says so. Equal keys are one
+        # object, so a fast launch compares them with `is`.
+        key = key + ("read-only",) if readonly else key
+        self.key = _KEYS.setdefault(key, key)
 
     # -- what NumPy arrays have -----------------------------------------------------------
 

@@ -735,49 +735,71 @@ class CUDABackend(Backend):
         checks the arguments' kinds, packs them and launches, with no call in between
         but the packing's `struct.pack` and the launch itself. It knows the grids of the
         ndranges `launch` has launched `prepared` over (`prepared.geometry`); any other
-        goes through `launch` first."""
+        goes through `launch` first.
+
+        It keeps what it packed last, with the ndrange, the arrays' fields and the scalar
+        objects it was packed from: a launch with the same ndrange, the same fields tuples
+        (each array's own, made once) and the same scalar objects (`is`: 0.0 and -0.0 are
+        equal but packed differently) launches those bytes again, without packing."""
         if prepared.fire is not None:
             return prepared.fire
         names = [f"a{index}" for index in range(len(args))]
         namespace = {"CUDAArray": CUDAArray, "backend": self, "prepared": prepared,
                      "geometry": prepared.geometry, "EMPTY": _EMPTY,
-                     "current": current, "several": self._several,
+                     "current": current,
                      "context": self._context, "gpu": self._gpu, "go": prepared.launch.go,
                      "finish": prepared.finish}
-        checks, fields = [], ["*header"]
+        checks, fields, sources = [], ["*header"], []
         for name, value, type_ in zip(names, args, prepared.argtypes):
             namespace[f"{name}_key"] = self.argument_key(value)
             if isinstance(type_, T.ArrayType):
                 if type(value) is not CUDAArray or value.backend is not self or value.adopted:
                     return None
                 checks.append(f"type({name}) is CUDAArray and {name}.backend is backend and "
-                              f"not {name}.adopted and {name}.key == {name}_key")
+                              f"not {name}.adopted and {name}.key is {name}_key")
                 fields.append(f"*{name}.fields")
+                sources.append(f"{name}.fields")
             else:
                 checks.append(f"type({name}) is {name}_key")
                 fields.append(f"{scalar_conversion(type_)}({name})")
-        unpack = f"    {', '.join(names)}, = args\n" if names else ""
+                sources.append(name)
+        if names:   # unpacking checks the count (no len() call)
+            unpack = (f"        try:\n"
+                      f"            {', '.join(names)}, = args\n"
+                      f"        except ValueError:\n"
+                      f"            return False\n")
+        else:
+            unpack = "        if args:\n            return False\n"
+        same = " and ".join(["last[0] == n"] + [f"last[{index}] is {source}" for index, source
+                                                in enumerate(sources, 1)])
         source = (
-            f"def fire(args, n):\n"
-            f"    if len(args) != {len(args)}:\n"
-            f"        return False\n"
+            f"def make():\n"
+            f"    last = (None,)\n"
+            f"    def fire(args, n):\n"
+            f"        nonlocal last\n"
             f"{unpack}"
-            f"    if not ({' and '.join(checks) or 'True'}):\n"
-            f"        return False\n"
-            f"    header = geometry.get((n,))\n"
-            f"    if header is None or header is EMPTY:\n"
-            f"        return False\n"
-            f"    if several or current.context is not context:\n"
-            f"        gpu.make_current()\n"
-            f"    result = go(finish({', '.join(fields)}))\n"
-            f"    if result:\n"
-            f"        backend._launch_failed(prepared, result)\n"
-            f"    backend._launched[prepared] = None\n"
-            + ("    backend._printed = True\n" if prepared.uses_print else "")
-            + "    return True\n")
+            f"        if not ({' and '.join(checks) or 'True'}):\n"
+            f"            return False\n"
+            f"        if {same}:\n"
+            f"            packed = last[-1]\n"
+            f"        else:\n"
+            f"            header = geometry.get((n,))\n"
+            f"            if header is None or header is EMPTY:\n"
+            f"                return False\n"
+            f"            packed = finish({', '.join(fields)})\n"
+            f"            last = (n, {''.join(f'{s}, ' for s in sources)}packed)\n"
+            f"        if {'True' if self._several else 'current.context is not context'}:\n"
+            f"            gpu.make_current()\n"
+            f"        result = go(packed)\n"
+            f"        if result:\n"
+            f"            backend._launch_failed(prepared, result)\n"
+            f"        backend._launched[prepared] = None\n"
+            + ("        backend._printed = True\n" if prepared.uses_print else "")
+            + "        return True\n"
+            + "    return fire\n")
         exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
              namespace)
-        prepared.fire = namespace["fire"]
+        prepared.fire = namespace["make"]()
         return prepared.fire
 
     def _geometry(self, prepared: PreparedKernel, ndrange, workgroupsize):

@@ -1,8 +1,8 @@
 """`@kernel`, launching, and reflection.
 
-`k(backend, workgroupsize=None, ndrange=None)` gives a `Launcher`; calling it with the
-arguments launches. Each distinct (backend, workgroupsize, argument types) is compiled
-once; later launches find it with one dictionary lookup."""
+`k(backend, workgroupsize=None, ndrange=None)` gives a launch function (a `Launcher`'s);
+calling it with the arguments launches. Each distinct (backend, workgroupsize, argument
+types) is compiled once; later launches find it with one dictionary lookup."""
 from __future__ import annotations
 
 import functools
@@ -33,7 +33,9 @@ class Kernel:
         self._specializations: dict = {}
         self._launchers: dict = {}   # (backend, workgroupsize, ndrange) as given -> Launcher
 
-    def __call__(self, backend, workgroupsize=None, ndrange=None) -> Launcher:
+    def __call__(self, backend, workgroupsize=None, ndrange=None):
+        """The launch function `launch(*args, ndrange=None, workgroupsize=None)` of this
+        kernel on `backend` (`Launcher.function`)."""
         # `k(backend, n)(args..., ndrange=m)` in a loop finds the same launcher each time.
         key = (backend, workgroupsize, ndrange) if _plain(workgroupsize) and \
             _plain(ndrange) else None
@@ -50,7 +52,8 @@ class Kernel:
         if workgroupsize is not None:
             workgroupsize = as_sizes(workgroupsize, "workgroupsize", self.name)
         launcher = Launcher(self, backend, workgroupsize,
-                            None if ndrange is None else as_sizes(ndrange, "ndrange", self.name))
+                            None if ndrange is None else as_sizes(ndrange, "ndrange",
+                                                                  self.name)).function
         if key is not None:
             if len(self._launchers) >= 64:
                 self._launchers.clear()
@@ -95,8 +98,13 @@ def _no_fast_launch(args, ndrange) -> bool:
 
 
 class Launcher:
+    """A kernel on a backend, with the static workgroupsize and ndrange it was given, and
+    the kernels prepared for the arguments it was launched with. What users call is its
+    `function`, not the launcher itself: calling a plain function with a keyword argument
+    costs a third of calling an object's `__call__` with one (no tuple and dictionary of
+    the arguments are made), which matters in a launch of a few microseconds."""
     __slots__ = ("kernel", "backend", "workgroupsize", "ndrange", "_arity", "_key",
-                 "_one_axis", "_prepared", "_fire", "_fast_launcher")
+                 "_one_axis", "_prepared", "_fire", "_fast_launcher", "function")
 
     def __init__(self, kernel: Kernel, backend, workgroupsize, ndrange):
         self.kernel = kernel
@@ -114,6 +122,7 @@ class Launcher:
         # None]; `_fire` is the fast launcher of the last launch's argument types.
         self._prepared: dict = {}
         self._fire = _no_fast_launch
+        self.function = _launch_function(self)
 
     def geometry(self, ndrange, workgroupsize) -> tuple[tuple[int, ...], tuple[int, ...]]:
         kernel = self.kernel
@@ -144,9 +153,8 @@ class Launcher:
                               f"{len(workgroupsize)}")
         return ndrange, workgroupsize
 
-    def __call__(self, *args, ndrange=None, workgroupsize=None) -> None:
-        if type(ndrange) is int and workgroupsize is None and self._fire(args, ndrange):
-            return
+    def launch(self, args: tuple, ndrange, workgroupsize) -> None:
+        """A launch that the last fast launcher (`_fire`) did not take."""
         kernel = self.kernel
         if len(args) != self._arity:
             raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} arguments "
@@ -186,6 +194,23 @@ class Launcher:
         return prepared
 
 
+def _launch_function(launcher: Launcher):
+    kernel = launcher.kernel
+
+    def launch(*args, ndrange=None, workgroupsize=None) -> None:
+        if type(ndrange) is int and workgroupsize is None and launcher._fire(args, ndrange):
+            return
+        launcher.launch(args, ndrange, workgroupsize)
+
+    launch.__name__ = launch.__qualname__ = kernel.name
+    launch.__doc__ = (f"Launch kernel '{kernel.name}' on {launcher.backend!r}: "
+                      f"{kernel.name}({', '.join(kernel.parameters)}, ndrange=..., "
+                      f"workgroupsize=...)")
+    launch.kernel, launch.backend = kernel, launcher.backend
+    launch.workgroupsize, launch.ndrange = launcher.workgroupsize, launcher.ndrange
+    return launch
+
+
 def kernel(function) -> Kernel:
     """Make a plain Python function a kernel: `@kk.kernel`."""
     return Kernel(function)
@@ -205,8 +230,9 @@ def _is_const(annotation, function) -> bool:
 def _compiled_for_reflection(kernel: Kernel, backend, args, ndrange, workgroupsize):
     if not isinstance(kernel, Kernel):
         raise KernelkitError(f"expected a @kk.kernel, got {type(kernel).__name__}")
-    launcher = kernel(backend)
-    ndrange, workgroupsize = launcher.geometry(ndrange, workgroupsize)
+    kernel(backend)  # checks the backend
+    ndrange, workgroupsize = Launcher(kernel, backend, None, None).geometry(ndrange,
+                                                                            workgroupsize)
     if len(args) != len(kernel.parameters):
         raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} arguments but "
                           f"{len(args)} were given")

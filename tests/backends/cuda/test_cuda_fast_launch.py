@@ -60,6 +60,12 @@ def greet_from_item_two(x: kk.Const):
 
 
 @kk.kernel
+def fill(y, a):
+    i = kk.index(kk.Global)
+    y[i] = a
+
+
+@kk.kernel
 def write_one_at(y, offset):
     i = kk.index(kk.Global)
     y[i + offset] = 1.0
@@ -108,6 +114,57 @@ def test_other_arguments_and_ndranges_take_the_general_launch(gpu, general_launc
     np.testing.assert_array_equal(kk.to_numpy(y), expected)
     np.testing.assert_array_equal(kk.to_numpy(y64), 2 * np.arange(100))
     np.testing.assert_array_equal(kk.to_numpy(z), 2 * np.arange(100))
+
+
+def test_a_fast_launch_packs_again_whatever_changed_since_the_last_one(gpu, general_launches):
+    launch = scaled_add(gpu, 32)
+    x = kk.to_backend(gpu, np.arange(96, dtype=np.float32))
+    y, other = kk.zeros(gpu, np.float32, 96), kk.zeros(gpu, np.float32, 96)
+    launch(y, 1.0, x, ndrange=96)
+    launch(y, 1.0, x, ndrange=64)
+    for a in (1.0, 2.0, 3.0):        # a new scale each time
+        launch(y, a, x, ndrange=96)
+    launch(other, 3.0, x, ndrange=96)  # another array
+    launch(y, 3.0, x, ndrange=64)      # another ndrange, launched over before
+    launch(y, 3.0, x, ndrange=96)
+    assert general_launches == [(96,), (64,)]
+    expected = np.arange(96) * np.where(np.arange(96) < 64, 1 + 1 + 6 + 3 + 3, 1 + 6 + 3)
+    np.testing.assert_array_equal(kk.to_numpy(y), expected)
+    np.testing.assert_array_equal(kk.to_numpy(other), 3 * np.arange(96))
+
+
+def test_a_fast_launch_tells_minus_zero_from_zero(gpu, general_launches):
+    y = kk.zeros(gpu, np.float32, 16)
+    launch = fill(gpu, 16)
+    signs = []
+    for a in (0.0, -0.0, -0.0, 0.0):   # equal, but not the same bits
+        launch(y, a, ndrange=16)
+        signs.append(bool(np.signbit(kk.to_numpy(y)).all()))
+    assert signs == [False, True, True, False]
+    assert general_launches == [(16,)]
+
+
+def test_a_fast_launch_with_the_same_arguments_packs_them_once(gpu, general_launches,
+                                                               monkeypatch):
+    packs = []
+    prepare = gpu.prepare
+
+    def counting_prepare(compiled, argtypes, ndim):
+        prepared = prepare(compiled, argtypes, ndim)
+        finish = prepared.finish
+        prepared.finish = lambda *fields: packs.append(fields) or finish(*fields)
+        return prepared
+
+    monkeypatch.setattr(gpu, "prepare", counting_prepare)
+    y = kk.zeros(gpu, np.float64, 40)
+    launch = kk.kernel(scaled_add.function)(gpu, 8)   # a kernel prepared here
+    x = kk.to_backend(gpu, np.ones(40))
+    launch(y, 0.5, x, ndrange=40)
+    launch(y, 0.5, x, ndrange=40)      # the first fast launch packs
+    for _ in range(5):
+        launch(y, 0.5, x, ndrange=40)  # these launch the same bytes
+    assert len(general_launches) == 1 and len(packs) == 1
+    np.testing.assert_array_equal(kk.to_numpy(y), np.full(40, 3.5))
 
 
 def test_a_first_launch_with_another_librarys_array_leaves_the_fast_path_to_later_ones(
