@@ -2,9 +2,11 @@
 earlier one compiled loads its artifact instead of compiling it again.
 
 An entry's key is a digest of everything that changes the artifact: kernelkit's version
-and its compiler's own source code, LLVM's version, the kernel's typed IR text (every device function it calls is inlined
-into it, so a changed callee in any file or a changed captured constant changes the
-text), the job's source identity and config, and the keys of the plugins that ran.
+and its compiler's own source files, LLVM's version, the kernel's typed IR text (every
+device function it calls is inlined into it, so a changed callee in any file or a changed
+captured constant changes the text), the job's source identity and config, and the keys
+of the plugins that ran. (`native.py` keeps its object code here too, under keys of its
+own.)
 
 Entries live under `KERNELKIT_CACHE_DIR` (default: the user's cache directory). An entry
 is one file: a magic line, the SHA-256 of the rest, a JSON header and the artifact. It
@@ -57,18 +59,26 @@ def cache_directory() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
-    """A digest of the compiler's own code (kernelkit's and its backends' sources): a
-    changed code generator must not find the artifacts of the old one, even under the
-    same version number."""
+    """A digest of the compiler's own code (kernelkit's and its backends' source files,
+    by path, size and modification time): a changed code generator must not find the
+    artifacts of the old one, even under the same version number. Editing, checking out
+    or installing a file gives it a new modification time; the files are not read, which
+    would cost a process its first launch's worth of time again (Numba's cache looks at
+    its source file the same way)."""
     digest = hashlib.sha256()
     for package in ("kernelkit", "backends"):
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             continue
         for root in spec.submodule_search_locations:
-            for path in sorted(Path(root).rglob("*.py")):
-                digest.update(str(path.relative_to(root)).encode())
-                digest.update(path.read_bytes())
+            for directory, subdirectories, files in os.walk(root):
+                subdirectories[:] = sorted(name for name in subdirectories
+                                           if name != "__pycache__")
+                for name in sorted(files):
+                    if name.endswith(".py"):
+                        status = os.stat(os.path.join(directory, name))
+                        digest.update(f"{os.path.relpath(directory, root)}/{name}\0"
+                                      f"{status.st_size}\0{status.st_mtime_ns}\0".encode())
     return digest.hexdigest()
 
 

@@ -74,6 +74,8 @@ def plugins_for(module: Module) -> list[Plugin]:
         for op in function.ops():
             if op.opcode == "intrinsic":
                 markers.setdefault(op.attrs["name"], (function, op))
+    if not markers:   # most kernels: no need to look for installed plugins
+        return []
     by_marker = {plugin.marker: plugin for plugin in registered_plugins()}
     active = []
     for marker, (function, op) in markers.items():

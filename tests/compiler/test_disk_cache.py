@@ -198,3 +198,36 @@ def test_a_changed_compiler_gives_new_keys(monkeypatch):
     before = cache.cache_key("ir text", job)
     monkeypatch.setattr(cache, "compiler_fingerprint", lambda: "another code generator")
     assert cache.cache_key("ir text", job) != before
+
+
+def test_editing_adding_or_removing_a_compiler_source_file_gives_new_keys(tmp_path, monkeypatch):
+    import importlib.util
+    from types import SimpleNamespace
+
+    from kernelkit.compiler import cache
+    package = tmp_path / "kernelkit"
+    (package / "passes").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    pass_file = package / "passes" / "fold.py"
+    pass_file.write_text("FOLD = 1\n")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: SimpleNamespace(
+        submodule_search_locations=[str(package)] if name == "kernelkit" else None))
+
+    def fingerprint():
+        return cache.compiler_fingerprint.__wrapped__()
+
+    first = fingerprint()
+    assert fingerprint() == first
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "fold.cpython-311.pyc").write_bytes(b"bytecode")
+    assert fingerprint() == first                   # compiled bytecode is not source
+    status = pass_file.stat()
+    pass_file.write_text("FOLD = 2\n")              # the same size, a new time
+    os.utime(pass_file, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+    edited = fingerprint()
+    assert edited != first
+    (package / "passes" / "new.py").write_text("")
+    added = fingerprint()
+    assert added not in (first, edited)
+    (package / "passes" / "new.py").unlink()
+    assert fingerprint() == edited

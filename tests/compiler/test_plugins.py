@@ -92,6 +92,19 @@ def test_a_plugin_does_not_run_for_kernels_without_its_marker(doubler):
     assert doubler.stages == []
 
 
+def test_kernels_without_markers_do_not_look_for_installed_plugins(monkeypatch):
+    from kernelkit.compiler import plugins
+
+    def look():
+        raise AssertionError("looked for installed plugins")
+
+    monkeypatch.setattr(plugins, "registered_plugins", look)
+    x = np.zeros(6, np.float32)
+    assert "add" in kk.code_ir(plain, kk.CPU(threads=1), x, x, ndrange=6, workgroupsize=6)
+    with pytest.raises(kk.CompileError, match="looked for installed plugins"):
+        kk.code_ir(doubled, kk.CPU(threads=1), x, x, ndrange=6, workgroupsize=6)
+
+
 def test_the_plugin_key_is_part_of_the_cache_key(doubler):
     backend = kk.CPU(threads=1)
     x = np.zeros(4, np.float32)
