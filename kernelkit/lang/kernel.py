@@ -31,7 +31,7 @@ class Kernel:
         self.const = tuple(_is_const(p.annotation, function)
                            for p in signature.parameters.values())
         self._specializations: dict = {}
-        self._launchers: dict = {}   # (backend, workgroupsize, ndrange) as given -> Launcher
+        self._launchers: dict = {}   # (backend, workgroupsize, ndrange) as given -> launch
 
     def __call__(self, backend, workgroupsize=None, ndrange=None):
         """The launch function `launch(*args, ndrange=None, workgroupsize=None)` of this
@@ -203,9 +203,8 @@ def _launch_function(launcher: Launcher):
         launcher.launch(args, ndrange, workgroupsize)
 
     launch.__name__ = launch.__qualname__ = kernel.name
-    launch.__doc__ = (f"Launch kernel '{kernel.name}' on {launcher.backend!r}: "
-                      f"{kernel.name}({', '.join(kernel.parameters)}, ndrange=..., "
-                      f"workgroupsize=...)")
+    launch.__doc__ = (f"Launch kernel '{kernel.name}': {kernel.name}("
+                      f"{', '.join(kernel.parameters)}, ndrange=..., workgroupsize=...)")
     launch.kernel, launch.backend = kernel, launcher.backend
     launch.workgroupsize, launch.ndrange = launcher.workgroupsize, launcher.ndrange
     return launch
