@@ -26,7 +26,7 @@ from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
 from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, element_strides,
                                          numpy_argument_key, numpy_argument_type,
-                                         packing_function)
+                                         packing_function, unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
@@ -143,14 +143,15 @@ class CPU(Backend):
         return numpy_argument_key(value)
 
     def argument_type(self, value, const, name, kernel):
-        type = numpy_argument_type(value, const, name, kernel)
-        if type is not None:
-            return type
+        argtype = numpy_argument_type(value, const, name, kernel)
+        if argtype is not None:
+            return argtype
         if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack_device__"):
             raise LaunchError(f"kernel '{kernel}': argument '{name}' is a device array; the CPU "
                               f"backend runs on host memory: pass kk.to_numpy({name})")
-        raise LaunchError(f"kernel '{kernel}': argument '{name}' is a {type(value).__name__}; "
-                          "kernels take NumPy arrays and Python or NumPy scalars")
+        raise unsupported_argument(value, name, kernel,
+                                   "NumPy arrays and Python or NumPy scalars (bool, int, float)",
+                                   "np.asarray({name})")
 
     def default_workgroupsize(self, ndim):
         return default_workgroupsize(ndim, 1024)
@@ -213,11 +214,11 @@ def _packer(argtypes, names):
     """The launch's packing function (`packing_function`) for NumPy arrays: a C-ordered
     array's strides are never read (the kernel knows them from the extents), so its
     extents fill their slots."""
-    def array_fields(value, type, name):
-        if type.layout == "C":
+    def array_fields(value, argtype, name):
+        if argtype.layout == "C":
             return f"(pointer({value}), *{value}.shape, *{value}.shape)"
         return (f"(pointer({value}), *{value}.shape, "
-                f"*element_strides({value}.strides, {type.dtype.itemsize}))")
+                f"*element_strides({value}.strides, {argtype.dtype.itemsize}))")
     return packing_function(argtypes, names, array_fields,
                             {"pointer": data_pointer, "element_strides": element_strides})
 

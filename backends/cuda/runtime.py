@@ -38,7 +38,8 @@ from kernelkit.errors import BackendError, LaunchError
 from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
                                          numpy_argument_type, packing_function,
-                                         scalar_conversion, scalar_type_of)
+                                         read_only_argument, scalar_conversion, scalar_type_of,
+                                         unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
@@ -54,6 +55,7 @@ BLOCKS_PER_MULTIPROCESSOR = 8   # 2048 resident threads / 256
 _LEGACY_STREAMS = (None, 0, 1)   # the legacy default stream: our stream syncs with it
 _KEEP_LIMIT = 256                # host buffers kept for queued copies before pruning
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+_CUDA_ACCEPTS = "GPU arrays (kk.to_backend, CuPy, PyTorch) and Python or NumPy scalars"
 
 
 class CompileOnlyError(BackendError):
@@ -584,14 +586,11 @@ class CUDABackend(Backend):
         if type(value) is not CUDAArray:
             kind = foreign_kind(value)
             if kind is None:
-                raise LaunchError(f"kernel '{kernel}': argument '{name}' is a "
-                                  f"{type(value).__name__}; kernels take GPU arrays "
-                                  f"(kk.to_backend, CuPy, PyTorch) and Python or NumPy scalars")
+                raise unsupported_argument(value, name, kernel, _CUDA_ACCEPTS,
+                                           "kk.to_backend(backend, np.asarray({name}))")
             value = self._adopt(value, kind, name)
         if value.readonly and not const:
-            raise LaunchError(f"kernel '{kernel}': argument '{name}' is read-only (the library "
-                              f"that made it says so); annotate the parameter kk.Const if the "
-                              f"kernel only reads it")
+            raise read_only_argument(name, kernel, "the library that made it says so")
         if value.fields is None:
             raise LaunchError(f"kernel '{kernel}': argument '{name}' has strides "
                               f"{value.strides} that are not multiples of its item size "
@@ -680,7 +679,7 @@ class CUDABackend(Backend):
         `finish(grid..., record fields...)`: an array of this backend gives its fields as
         they are; any other array goes through `_foreign_fields`, which adds the backends
         whose arrays the launch uses to `context`."""
-        def array_fields(value, type, name):
+        def array_fields(value, argtype, name):
             return (f"({value}.fields if type({value}) is CUDAArray and {value}.backend is "
                     f"backend and not {value}.adopted else "
                     f"backend._foreign_fields({value}, {name!r}, context))")
@@ -750,9 +749,9 @@ class CUDABackend(Backend):
                      "context": self._context, "gpu": self._gpu, "go": prepared.launch.go,
                      "finish": prepared.finish}
         checks, fields, sources = [], ["*header"], []
-        for name, value, type_ in zip(names, args, prepared.argtypes):
+        for name, value, argtype in zip(names, args, prepared.argtypes):
             namespace[f"{name}_key"] = self.argument_key(value)
-            if isinstance(type_, T.ArrayType):
+            if isinstance(argtype, T.ArrayType):
                 if type(value) is not CUDAArray or value.backend is not self or value.adopted:
                     return None
                 checks.append(f"type({name}) is CUDAArray and {name}.backend is backend and "
@@ -761,7 +760,7 @@ class CUDABackend(Backend):
                 sources.append(f"{name}.fields")
             else:
                 checks.append(f"type({name}) is {name}_key")
-                fields.append(f"{scalar_conversion(type_)}({name})")
+                fields.append(f"{scalar_conversion(argtype)}({name})")
                 sources.append(name)
         if names:   # unpacking checks the count (no len() call)
             unpack = (f"        try:\n"
@@ -922,11 +921,11 @@ class CompileOnlyCUDA(Backend):
         return numpy_argument_key(value)
 
     def argument_type(self, value, const, name, kernel):
-        type = numpy_argument_type(value, const, name, kernel)
-        if type is not None:
-            return type
-        raise LaunchError(f"kernel '{kernel}': argument '{name}' is a {type(value).__name__}; "
-                          "kernels take arrays and Python or NumPy scalars")
+        argtype = numpy_argument_type(value, const, name, kernel)
+        if argtype is not None:
+            return argtype
+        raise unsupported_argument(value, name, kernel, _CUDA_ACCEPTS,
+                                   "kk.to_backend(backend, np.asarray({name}))")
 
     def default_workgroupsize(self, ndim):
         return default_workgroupsize(ndim, 256)

@@ -54,13 +54,13 @@ class ArgumentLayout:
         codes = ["<", "q" * (2 * ndim), "q"]
         offset = 8 * (2 * ndim + 1)
         fields = []
-        for index, type in enumerate(argtypes):
-            fields.append(Field(f"arg{index}", offset, type))
-            if isinstance(type, T.ArrayType):
-                codes.append("q" * (1 + 2 * type.ndim))
-                offset += 8 * (1 + 2 * type.ndim)
+        for index, argtype in enumerate(argtypes):
+            fields.append(Field(f"arg{index}", offset, argtype))
+            if isinstance(argtype, T.ArrayType):
+                codes.append("q" * (1 + 2 * argtype.ndim))
+                offset += 8 * (1 + 2 * argtype.ndim)
             else:
-                codes.append(_SCALAR_CODES[type.name])
+                codes.append(_SCALAR_CODES[argtype.name])
                 offset += 8
         self.ndim = ndim
         self.fields = fields
@@ -78,41 +78,89 @@ class ArgumentLayout:
 
 
 def numpy_argument_key(value):
-    """A cheap key with equal keys for NumPy arrays and scalars of equal argument types."""
-    if type(value) is np.ndarray:
-        return (value.dtype, value.ndim, value.flags.c_contiguous)
-    return type(value)
+    """A cheap key with equal keys for NumPy arrays and scalars of equal argument types.
+    An array's key says whether it is writable: a read-only one is typed (and refused
+    where the kernel may write it) apart from writable ones."""
+    kind = type(value)
+    if kind is np.ndarray:
+        flags = value.flags
+        return (value.dtype, value.ndim, flags.c_contiguous, flags.writeable)
+    if kind is float or kind is int:
+        return kind
+    if isinstance(value, np.ndarray):   # a subclass: np.memmap, say
+        flags = value.flags
+        return (kind, value.dtype, value.ndim, flags.c_contiguous, flags.writeable)
+    return kind
 
 
 def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType | None:
-    """The argument type of a NumPy array or a Python/NumPy scalar; None for anything else."""
+    """The argument type of a NumPy array or a Python/NumPy scalar; None for anything else.
+    A read-only array (`flags.writeable` False: a view made read-only, an array over
+    `bytes`, a memory map opened with mode 'r') is taken only for a kk.Const parameter."""
     if isinstance(value, np.ndarray):
+        if not const and not value.flags.writeable:
+            raise read_only_argument(name, kernel, "its flags.writeable is False")
         return array_type_of(value.dtype, value.ndim, value.flags.c_contiguous, const, name,
                              kernel)
     return scalar_type_of(value)
 
 
-def scalar_conversion(type: T.IRType) -> str:
-    """The Python type a launch record's slot for a scalar of `type` holds."""
-    return "bool" if type.is_bool else "float" if type.is_float else "int"
+def read_only_argument(name: str, kernel: str, why: str) -> LaunchError:
+    """The error for a read-only array passed for a parameter that is not kk.Const."""
+    return LaunchError(f"kernel '{kernel}': argument '{name}' is a read-only array ({why}) "
+                       f"and parameter '{name}' is not annotated kk.Const, so the kernel may "
+                       f"write it\n  hint: annotate the parameter '{name}: kk.Const' if the "
+                       f"kernel only reads it; otherwise pass a writable copy")
+
+
+def unsupported_argument(value, name: str, kernel: str, accepted: str,
+                         as_array: str) -> LaunchError:
+    """The error for an argument no kernel can take, saying what to pass instead.
+    `accepted` names what the backend's kernels take; `as_array` is how to make one of
+    its arrays from host data, with `{name}` for the argument."""
+    kind = type(value).__name__
+    make_array = as_array.format(name=name)
+    if isinstance(value, (complex, np.complexfloating)):
+        advice = (f"kernels have no complex numbers: pass the real and imaginary parts as "
+                  f"two arguments ({name}.real, {name}.imag)")
+    elif isinstance(value, np.generic):
+        advice = (f"its dtype {value.dtype} is not one kernels support: pass a bool, an "
+                  f"int8..int64 or uint8..uint64, or a float16/32/64")
+    elif isinstance(value, (list, tuple)) and value and \
+            all(hasattr(item, "shape") for item in value):
+        advice = f"pass each of its {len(value)} arrays as an argument of its own"
+    elif isinstance(value, (list, tuple)) or hasattr(value, "__array_interface__") or \
+            hasattr(value, "__array__"):
+        advice = f"pass an array: {make_array}"
+    elif value is None:
+        advice = "pass an array or a number"
+    else:
+        advice = "pass the arrays and numbers it holds as arguments of their own"
+    return LaunchError(f"kernel '{kernel}': argument '{name}' has type {kind}, which kernels "
+                       f"cannot take; they take {accepted}\n  hint: {advice}")
+
+
+def scalar_conversion(argtype: T.IRType) -> str:
+    """The Python type a launch record's slot for a scalar of `argtype` holds."""
+    return "bool" if argtype.is_bool else "float" if argtype.is_float else "int"
 
 
 def packing_function(argtypes: tuple[T.IRType, ...], names: list[str], array_fields,
                      namespace: dict, finish=None):
     """`pack(header, args, context) -> tuple`: the launch record's fields (`header`, then
     each argument's), written out as Python for these argument types, so that a launch
-    costs one call rather than one per argument. `array_fields(variable, type, name)` is
+    costs one call rather than one per argument. `array_fields(variable, argtype, name)` is
     the backend's expression for an array argument's fields (pointer, extents, strides in
     elements); it may use `context` and the names in `namespace`. Scalars convert to the
     Python type their slot holds. With `finish`, `pack` returns `finish(*fields)` instead
     (a `struct.Struct.pack`, say), with no tuple made in between."""
     values = [f"a{index}" for index in range(len(argtypes))]
     parts = ["*header"]
-    for value, type, name in zip(values, argtypes, names):
-        if isinstance(type, T.ArrayType):
-            parts.append(f"*{array_fields(value, type, name)}")
+    for value, argtype, name in zip(values, argtypes, names):
+        if isinstance(argtype, T.ArrayType):
+            parts.append(f"*{array_fields(value, argtype, name)}")
         else:
-            parts.append(f"{scalar_conversion(type)}({value})")
+            parts.append(f"{scalar_conversion(argtype)}({value})")
     source = "def pack(header, args, context):\n"
     if values:
         source += f"    {', '.join(values)}, = args\n"

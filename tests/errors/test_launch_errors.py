@@ -113,6 +113,44 @@ def test_launch_errors_are_kernelkit_errors(backend):
         add_one(backend, 4)(y, x)
 
 
+class _Settings:
+    """A plain object: kernels take its fields, not the object."""
+
+    scale = 2.0
+
+
+class _HostBuffer:
+    """Speaks only NumPy's array interface (as some libraries' host buffers do)."""
+
+    def __init__(self):
+        self.__array_interface__ = np.zeros(16, np.float32).__array_interface__
+
+
+UNTAKEABLE = {
+    "list": (lambda x: [1.0, 2.0], "list", "np.asarray(x)"),
+    "dict": (lambda x: {"x": x}, "dict", "arguments of their own"),
+    "tuple of arrays": (lambda x: (x, x), "tuple", "each of its 2 arrays"),
+    "class instance": (lambda x: _Settings(), "_Settings", "arguments of their own"),
+    "complex": (lambda x: 1 + 2j, "complex", "x.real, x.imag"),
+    "numpy complex": (lambda x: np.complex64(1), "complex64", "x.real, x.imag"),
+    "array interface only": (lambda x: _HostBuffer(), "_HostBuffer", "np.asarray(x)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(UNTAKEABLE))
+def test_an_argument_kernels_cannot_take_is_a_launch_error_naming_it_its_type_and_what_to_pass(
+        backend, kind):
+    make, type_name, advice = UNTAKEABLE[kind]
+    y, x = inputs(backend)
+    with pytest.raises(kk.LaunchError) as info:
+        add_one(backend, 4)(y, make(x), ndrange=16)
+    message = str(info.value)
+    assert "kernel 'add_one'" in message and "argument 'x'" in message
+    assert f"type {type_name}" in message
+    assert "hint: " in message and advice in message
+    assert_backend_still_works(backend)
+
+
 # --- bounds checks on a debug backend ------------------------------------------------
 
 
