@@ -27,7 +27,9 @@ from kernelkit.ir import types as T
 from kernelkit.ir.ops import BARRIER_OPS, BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 from kernelkit.passes.liveness import live_across_barriers
-from kernelkit.passes.split_barriers import ends_with_barrier, region_starts
+from kernelkit.passes.split_barriers import (ends_with_barrier, region_dominance,
+                                             region_order, region_starts,
+                                             region_successors)
 from kernelkit.passes.uniformity import varying_values
 
 from .libc import cpu_math
@@ -49,24 +51,31 @@ class RegionPlan:
     def __init__(self, function):
         self.starts = region_starts(function)
         self.number = {block: index for index, block in enumerate(self.starts)}
-        self.varying = varying_values(function)
+        self.blocks = {start: region_order(start) for start in self.starts}
+        self.cyclic = {start: cyclic_blocks(blocks) for start, blocks in self.blocks.items()}
+        # A value that a work-item may define in a region and then read, around a cycle of
+        # the region, where that definition is not the one that reaches (see
+        # region_dominance), is kept per work-item and read from its slot there: not
+        # recomputed (what it is made of may have changed since), not uniform (a
+        # uniform slot is read as it was when the region began).
+        self.reread = frozenset().union(*(reread_values(blocks)
+                                          for blocks in self.blocks.values()))
+        self.varying = varying_values(function, self.reread)
         self.recomputed = recomputable_values(function, self.varying)
         # What crosses a barrier is kept, or recomputed after it from what it is made of
         # (which then crosses in its place).
         self.kept = set()
-        crossing, seen = list(live_across_barriers(function)), set()
+        crossing, seen = [*live_across_barriers(function), *self.reread], set()
         while crossing:
             value = crossing.pop()
             if value in seen:
                 continue
             seen.add(value)
-            if value in self.recomputed:
+            if value in self.recomputed and value not in self.reread:
                 crossing.extend(value.operands)
             elif _needs_slot(value, function):
                 self.kept.add(value)
         self.uniform = {v for v in self.kept if v not in self.varying}
-        self.blocks = {start: region_blocks(start) for start in self.starts}
-        self.cyclic = {start: cyclic_blocks(blocks) for start, blocks in self.blocks.items()}
 
     def written_uniform(self, start) -> list:
         """The uniform kept values a region may write, in a fixed order."""
@@ -84,30 +93,39 @@ class RegionPlan:
         return op.is_pure and op not in self.varying
 
 
-def region_blocks(start) -> list:
-    """The blocks reachable from a region's start without passing a barrier."""
-    seen, stack = [start], [start]
+def reread_values(order: list) -> set:
+    """The values a region (its blocks in `order`) defines and reads in a block that its
+    definition reaches but does not dominate."""
+    dominated = region_dominance(order)
+    reached: dict = {}
+    reread = set()
+    for block in order:
+        for op in block.ops:
+            for value in [*op.operands, *(a for s in op.successors for a in s.args)]:
+                if dominated(value, block):
+                    continue
+                if value.block not in reached:
+                    reached[value.block] = _reachable_within_region(value.block)
+                if block in reached[value.block]:
+                    reread.add(value)
+    return reread
+
+
+def _reachable_within_region(block) -> set:
+    seen, stack = set(), list(region_successors(block))
     while stack:
-        block = stack.pop()
-        if ends_with_barrier(block):
-            continue
-        for successor in block.successors:
-            if successor not in seen:
-                seen.append(successor)
-                stack.append(successor)
+        current = stack.pop()
+        if current not in seen:
+            seen.add(current)
+            stack.extend(region_successors(current))
     return seen
 
 
 def cyclic_blocks(blocks: list) -> set:
     """The blocks that can reach themselves without passing a barrier."""
-    inside = set(blocks)
-
-    def successors(block):
-        return [] if ends_with_barrier(block) else [s for s in block.successors if s in inside]
-
     cyclic = set()
     for block in blocks:
-        stack, seen = list(successors(block)), set()
+        stack, seen = list(region_successors(block)), set()
         while stack:
             current = stack.pop()
             if current is block:
@@ -115,7 +133,7 @@ def cyclic_blocks(blocks: list) -> set:
                 break
             if current not in seen:
                 seen.add(current)
-                stack.extend(successors(current))
+                stack.extend(region_successors(current))
     return cyclic
 
 
@@ -465,7 +483,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
 
     def walk(self, builder, start, block, values, bindings, edge_args, path) -> None:
         plan = self.plan
-        if not self.runs_once(start, block, edge_args, path):
+        if not self.runs_once(start, block, bindings, path):
             self.work_item_loops(builder, lambda b: self.lower_item(
                 b, block, values, edge_args if block is not start else (), bindings))
             builder.branch(self.region_done)
@@ -504,11 +522,14 @@ class GroupFunctionBuilder(EntryPointBuilder):
                 self.walk(builder, start, successor.block, values, bindings, successor.args,
                           path)
 
-    def runs_once(self, start, block, edge_args, path) -> bool:
+    def runs_once(self, start, block, bindings, path) -> bool:
         """Whether `block` can run once for the whole group at this point of a region."""
         plan = self.plan
         if self.prefix_budget <= 0 or block in path or block in plan.cyclic[start]:
             return False
+        if ends_with_barrier(block) and (bindings or any(p in plan.varying
+                                                          for p in block.params)):
+            return False  # each work-item keeps its own values across the barrier
         if ends_with_barrier(block) and block.ops[-2].opcode == "barrier_any":
             return False  # each work-item votes
         terminator = block.ops[-1]

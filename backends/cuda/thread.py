@@ -34,7 +34,7 @@ from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBui
                                          LaunchRecord, i8, i32, i64, memory_type,
                                          printf_arguments, ptr)
 from kernelkit.ir.ops import BARRIER_OPS
-from kernelkit.passes.loop_barriers import natural_loops
+from kernelkit.passes.dominance import natural_loops
 
 from .libdevice import device_math
 

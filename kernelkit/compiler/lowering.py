@@ -13,7 +13,7 @@ from llvmlite import ir
 from ..ir import types as T
 from ..ir.function import Function
 from ..ir.ops import BlockParam, Op, Value
-from ..passes.split_barriers import ends_with_barrier
+from ..passes.split_barriers import ends_with_barrier, region_dominance, region_order
 
 i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 ptr = ir.PointerType()
@@ -197,6 +197,8 @@ class BodyLowering:
         self.blocks: dict = {}
         self.phis: dict[BlockParam, ir.PhiInstr] = {}
         self.region_exit = None
+        self.dominated = None   # within a region: whether a definition reaches a block
+        self.block = None       # the block being lowered
         for index, param in enumerate(function.params):
             self.values.setdefault(param, env.argument(index, param))
 
@@ -216,6 +218,8 @@ class BodyLowering:
         start = start or function.entry
         self.region_exit = region_exit
         order = self.region_blocks(start)
+        if region_exit is not None:
+            self.dominated = region_dominance(order)
         for block in order:
             self.blocks[block] = self.llvm_function.append_basic_block()
         # Phis first, for every block: a branch may reach a block before it is lowered.
@@ -235,6 +239,7 @@ class BodyLowering:
             for param, arg in zip(start.params, start_args):
                 self.phis[param].add_incoming(self.use(self.prologue, arg), prologue_block)
         for block in order:
+            self.block = block
             builder.position_at_end(self.blocks[block])
             for param in block.params:
                 if param in self.phis:
@@ -254,20 +259,7 @@ class BodyLowering:
     def region_blocks(self, start) -> list:
         """Blocks reachable from `start` (not past a barrier when lowering a region), in
         reverse post-order so that definitions come before uses."""
-        seen, order = {start}, []
-        stack = [(start, iter(self.successors(start)))]
-        while stack:
-            block, successors = stack[-1]
-            for successor in successors:
-                if successor not in seen:
-                    seen.add(successor)
-                    stack.append((successor, iter(self.successors(successor))))
-                    break
-            else:
-                stack.pop()
-                order.append(block)
-        order.reverse()
-        return order
+        return region_order(start, self.successors)
 
     def successors(self, block) -> list:
         if self.region_exit is not None and ends_with_barrier(block):
@@ -280,15 +272,27 @@ class BodyLowering:
             self.env.store_demoted(builder, value, llvm_value)
 
     def use(self, builder: ir.IRBuilder, value: Value):
-        if value in self.values:
+        if value in self.values and self.reaches(builder, value):
             return self.values[value]
         if self.env.is_demoted(value):
             return self.env.load_demoted(builder, value)
         # Defined in another part of the kernel and cheap: recomputed here.
         assert isinstance(value, Op) and value.is_pure or value.opcode in ("localmem", "private"), \
             f"{value!r} is used where it is not defined"
+        in_region = self.values.pop(value, None)  # a definition that does not reach here
         self.lower_op(self.prologue, value)
-        return self.values[value]
+        recomputed = self.values[value]
+        if in_region is not None:
+            self.values[value] = in_region
+        return recomputed
+
+    def reaches(self, builder: ir.IRBuilder, value: Value) -> bool:
+        """Whether the value lowered for `value` is the one at the builder's position:
+        within a region, a definition reaches only the blocks it dominates there (and
+        none reach the prologue)."""
+        if self.dominated is None or self.block is None:
+            return True
+        return self.dominated(value, None if builder is self.prologue else self.block)
 
     def lower_op(self, builder: ir.IRBuilder, op: Op) -> None:
         handler = getattr(self, "op_" + op.opcode, None)

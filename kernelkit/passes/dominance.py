@@ -1,5 +1,6 @@
 """Dominator trees (Cooper, Harvey and Kennedy's iterative algorithm), for any graph: run
-on the reversed control-flow graph it gives post-dominators."""
+on the reversed control-flow graph it gives post-dominators; and the natural loops of a
+function, found from its dominator tree."""
 from __future__ import annotations
 
 
@@ -28,3 +29,32 @@ def immediate_dominators(order: list, predecessors: dict) -> dict:
                 idom[node] = new
                 changed = True
     return idom
+
+
+def dominates(idom: dict, a, b) -> bool:
+    """Whether `a` dominates `b` in the tree `idom` (from immediate_dominators)."""
+    while b is not a:
+        if idom[b] is b:
+            return False
+        b = idom[b]
+    return True
+
+
+def natural_loops(function) -> dict:
+    """Each loop header with the blocks of its loop (header included)."""
+    order = function.reachable_blocks()
+    predecessors = function.predecessors()
+    idom = immediate_dominators(order, predecessors)
+
+    loops: dict = {}
+    for block in order:
+        for successor in block.successors:
+            if dominates(idom, successor, block):
+                body = loops.setdefault(successor, {successor})
+                stack = [block]
+                while stack:
+                    current = stack.pop()
+                    if current not in body:
+                        body.add(current)
+                        stack.extend(p for p in predecessors[current] if p in idom)
+    return loops

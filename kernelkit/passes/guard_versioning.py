@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..ir.function import Function, Module
 from ..ir.ops import Op, Successor
 from .dce import DeadCode
-from .loop_barriers import natural_loops
+from .dominance import natural_loops
 from .pipeline import register
 from .simplify import Simplify
 from .uniformity import divergent_region, varying_values

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..ir.function import Block, Function, Module
 from ..ir.ops import BARRIER_OPS, Op, Successor
-from .dominance import immediate_dominators
+from .dominance import natural_loops
 from .uniformity import divergent_region, varying_values
 from .pipeline import register
 
@@ -50,33 +50,6 @@ class LoopBarriers:
             if runs_at_most(header, body, SMALL_TRIP_COUNT):
                 continue
             put_barriers_on_edges_into(kernel, header)
-
-
-def natural_loops(function: Function) -> dict[Block, set[Block]]:
-    """Each loop header with the blocks of its loop (header included)."""
-    order = function.reachable_blocks()
-    predecessors = function.predecessors()
-    idom = immediate_dominators(order, predecessors)
-
-    def dominates(a, b):
-        while b is not a:
-            if idom[b] is b:
-                return False
-            b = idom[b]
-        return True
-
-    loops: dict[Block, set[Block]] = {}
-    for block in order:
-        for successor in block.successors:
-            if dominates(successor, block):
-                body = loops.setdefault(successor, {successor})
-                stack = [block]
-                while stack:
-                    current = stack.pop()
-                    if current not in body:
-                        body.add(current)
-                        stack.extend(p for p in predecessors[current] if p in idom)
-    return loops
 
 
 def runs_at_most(header: Block, body: set[Block], limit: int) -> bool:

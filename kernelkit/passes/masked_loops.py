@@ -20,7 +20,7 @@ from ..ir import types as T
 from ..ir.function import Block, Function, Module
 from ..ir.ops import Op, Successor
 from .dce import remove_dead_code
-from .loop_barriers import natural_loops
+from .dominance import natural_loops
 from .pipeline import register
 from .uniformity import divergent_region, varying_values
 

@@ -9,17 +9,20 @@ from dataclasses import dataclass
 from ..errors import CompileError
 from ..ir.function import Block, Function, Module
 from ..ir.ops import BARRIER_OPS, Value
-from .dominance import immediate_dominators
+from .dominance import immediate_dominators, natural_loops
 from .pipeline import register
 
 _ALWAYS_VARYING = {"local_id", "atomic", "atomic_cas", "private"}
 _ALWAYS_UNIFORM = {"barrier_any"}  # the same answer for every work-item of the group
 
 
-def varying_values(function: Function) -> set[Value]:
-    """A conservative set: everything not shown to be uniform."""
-    varying: set[Value] = set()
+def varying_values(function: Function, assumed: frozenset = frozenset()) -> set[Value]:
+    """A conservative set: everything not shown to be uniform (`assumed` are taken to be
+    varying from the start)."""
+    varying: set[Value] = set(assumed)
     divergent_blocks = set()
+    ipdom = post_dominators(function)
+    loops = [(body, _used_outside(body)) for body in natural_loops(function).values()]
     incoming: dict = {}
     for block in function.blocks:
         for successor in block.terminator.successors if block.terminator else ():
@@ -46,11 +49,45 @@ def varying_values(function: Function) -> set[Value]:
             if any(arg in varying for _, arg in edges) or len(chosen) > 1:
                 varying.add(param)
                 changed = True
-        new_divergent = divergent_region(function, varying)
+        new_divergent = divergent_region(function, varying, ipdom)
         if new_divergent != divergent_blocks:
             divergent_blocks = new_divergent
             changed = True
+        # A loop that work-items leave at different iterations: after it, a value it
+        # computes holds each work-item's own last iteration's value (however uniform it
+        # is within an iteration).
+        for body, used_outside in loops:
+            if not used_outside <= varying and _leaves_divergently(body, varying, ipdom):
+                varying |= used_outside
+                changed = True
     return varying
+
+
+def _used_outside(body: set[Block]) -> set[Value]:
+    """The values a loop defines that code outside it reads (directly, or as what an edge
+    out of the loop passes)."""
+    defined = {v for block in body for v in (*block.params, *block.ops)}
+    used = set()
+    for block in next(iter(body)).function.blocks:
+        for op in block.ops:
+            if block not in body:
+                used.update(v for v in op.operands if v in defined)
+            for successor in op.successors:
+                if block not in body or successor.block not in body:
+                    used.update(v for v in successor.args if v in defined)
+    return used
+
+
+def _leaves_divergently(body: set[Block], varying: set, ipdom: dict) -> bool:
+    """Whether work-items may leave the loop at different iterations: a branch on a
+    varying condition inside it is, or leads before its paths join to, a way out."""
+    exiting = {block for block in body if any(s not in body for s in block.successors)}
+    for block in body:
+        if not _branches_on(block, varying):
+            continue
+        if block in exiting or branch_region(block, ipdom) & exiting:
+            return True
+    return False
 
 
 def _branches_on(block: Block, varying: set) -> bool:
@@ -87,23 +124,29 @@ def post_dominators(function: Function) -> dict[Block, Block | None]:
     return {b: (None if ipdom.get(b) is exit_node else ipdom.get(b)) for b in blocks}
 
 
-def divergent_region(function: Function, varying: set[Value]) -> set[Block]:
+def divergent_region(function: Function, varying: set[Value],
+                     ipdom: dict | None = None) -> set[Block]:
     """Blocks that only some work-items of a group may reach: those between a branch on
     a varying condition and the point where its paths join again."""
-    ipdom = post_dominators(function)
+    ipdom = post_dominators(function) if ipdom is None else ipdom
     region: set[Block] = set()
     for block in function.blocks:
-        terminator = block.terminator
-        if terminator.opcode != "cbr" or terminator.operands[0] not in varying:
+        if _branches_on(block, varying):
+            region |= branch_region(block, ipdom)
+    return region
+
+
+def branch_region(block: Block, ipdom: dict) -> set[Block]:
+    """The blocks between the branch ending `block` and the point where its paths join."""
+    join = ipdom.get(block)
+    region: set[Block] = set()
+    stack = list(block.successors)
+    while stack:
+        current = stack.pop()
+        if current is join or current in region:
             continue
-        join = ipdom.get(block)
-        stack = [s.block for s in terminator.successors]
-        while stack:
-            current = stack.pop()
-            if current is join or current in region:
-                continue
-            region.add(current)
-            stack.extend(current.successors)
+        region.add(current)
+        stack.extend(current.successors)
     return region
 
 
