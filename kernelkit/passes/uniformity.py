@@ -64,9 +64,9 @@ def varying_values(function: Function, assumed: frozenset = frozenset()) -> set[
 
 
 def _used_outside(body: set[Block]) -> set[Value]:
-    """The values a loop defines that code outside it reads (directly, or as what an edge
-    out of the loop passes)."""
-    defined = {v for block in body for v in (*block.params, *block.ops)}
+    """The values a loop defines that may differ from one iteration to the next and that
+    code outside it reads (directly, or as what an edge out of the loop passes)."""
+    defined = _changing_in_loop(body)
     used = set()
     for block in next(iter(body)).function.blocks:
         for op in block.ops:
@@ -76,6 +76,23 @@ def _used_outside(body: set[Block]) -> set[Value]:
                 if block not in body or successor.block not in body:
                     used.update(v for v in successor.args if v in defined)
     return used
+
+
+def _changing_in_loop(body: set[Block]) -> set[Value]:
+    """The loop's block parameters, its impure operations, and what is computed from
+    them: everything else it defines (constants, arithmetic on values from before the
+    loop) is the same in every iteration."""
+    changing = {param for block in body for param in block.params}
+    ops = [op for block in body for op in block.ops if not op.is_terminator]
+    changing.update(op for op in ops if not op.is_pure)
+    grew = True
+    while grew:
+        grew = False
+        for op in ops:
+            if op not in changing and any(v in changing for v in op.operands):
+                changing.add(op)
+                grew = True
+    return changing
 
 
 def _leaves_divergently(body: set[Block], varying: set, ipdom: dict) -> bool:
