@@ -1,12 +1,20 @@
 """The CPU backend: NumPy arrays, and launches spread over worker threads.
 
-A launch is queued on the backend's stream and run in order; its work-groups are split
-into chunks that `threads - 1` worker threads and the thread that synchronizes take in
-turn (as an OpenMP team does: the caller is one of the threads), each calling the
-compiled group function through ctypes (which releases the GIL, so the threads run
-native code in parallel). A small launch on an idle stream (one its kernel's earlier
-launches show to take under 200 us), and every launch of a one-thread backend, runs at
-once on the calling thread: no thread hand-off."""
+Every CPU backend runs on one device, the machine's cores: launches of all of them go
+to one queue (`_Device`) and run in the order they were made, across one pool of worker
+threads (as many as the backend with the most threads asks for, less one). A launch's
+work-groups are split into chunks that the workers and the thread that synchronizes
+take in turn (as an OpenMP team does: the caller is one of the threads), at most the
+launching backend's `threads` at once, each calling the compiled group function through
+ctypes (which releases the GIL, so the threads run native code in parallel). A small
+launch on an idle device (one its kernel's earlier launches show to take under 200 us),
+and every launch of a one-thread backend on an idle device, runs at once on the calling
+thread: no thread hand-off.
+
+A chunk takes at most about `_CHUNK_SECONDS`, so the thread that waits returns to
+Python often: Ctrl-C (KeyboardInterrupt) stops a launch or a synchronize within that
+time. What was queued is then abandoned: chunks already running finish, no other starts,
+and the interrupt says which kernels did not run to the end."""
 from __future__ import annotations
 
 import ctypes
@@ -15,7 +23,6 @@ import inspect
 import os
 import threading
 import time
-import weakref
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -36,6 +43,10 @@ _INLINE_SECONDS = 200e-6
 """A launch whose kernel is estimated (from its earlier launches) to take less than this on
 one thread runs on the calling thread: handing it to other threads costs about as much."""
 _SMALLEST_CHUNKS = 32   # per thread: the last chunks of a launch are this small
+_CHUNK_SECONDS = 20e-3
+"""The longest a chunk should take (estimated from the kernel's earlier chunks): the
+waiting thread sees a KeyboardInterrupt between two chunks."""
+_WAIT_SECONDS = 0.05    # a sleeping thread looks again after this long
 _SPIN_CYCLES = 200_000  # about 0.1 ms: how long an idle worker watches for new work
 _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                   ctypes.c_int64)
@@ -69,14 +80,13 @@ class CPU(Backend):
         if debug is None:
             debug = os.environ.get("KERNELKIT_DEBUG", "") not in ("", "0")
         self.debug = bool(debug)
-        self._stream = _Stream(self.threads)
+        self._error: BaseException | None = None   # of a queued launch, until synchronize
         # The compiler and the host's code generator are set up with the backend, not at
         # the first launch: a launch of a kernel found in the disk cache then costs
         # milliseconds.
         from kernelkit.compiler import driver  # noqa: F401
         from .target import CPUTarget
         self._target = CPUTarget.host()
-        _instances.add(self)
 
     def __repr__(self) -> str:
         return f"CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
@@ -132,10 +142,13 @@ class CPU(Backend):
         np.copyto(destination, source)
 
     def synchronize(self) -> None:
-        self._stream.wait()
-        if self._stream.printed:
-            self._stream.printed = False
-            _libc.fflush(None)
+        """Wait for every queued launch (of every CPU backend: they share the device);
+        raise what went wrong in this backend's launches since the last synchronize."""
+        _device.wait()
+        with _device.condition:
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
 
     # -- kernels --------------------------------------------------------------------------
 
@@ -186,11 +199,12 @@ class CPU(Backend):
         packed = prepared.layout.struct.pack(*prepared.pack(header, args, None))
         per_group = prepared.seconds_per_group
         small = per_group * total < _INLINE_SECONDS if per_group else items <= _INLINE_ITEMS
-        stream = self._stream
-        if (small or total == 1 or stream.threads == 1) and not stream.queue:
-            stream.run_inline(prepared, packed, total, error_record)
+        device = _device
+        if (small or total == 1 or self.threads == 1) and not device.queue:
+            device.run_inline(prepared, packed, total, error_record)
         else:
-            stream.submit(_Launch(prepared, packed, total, args, error_record))
+            device.submit(_Launch(prepared, packed, total, args, error_record, self,
+                                  self.threads))
 
 
 def _geometry(prepared: PreparedKernel, ndrange, workgroupsize) -> tuple:
@@ -233,6 +247,21 @@ def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int) -> None:
         0.75 * previous + 0.25 * per_group
 
 
+def _chunk_limit(prepared: PreparedKernel, smallest: int) -> int:
+    """The most work-groups of `prepared` that one chunk may take (`_CHUNK_SECONDS`); an
+    unmeasured kernel's chunks are the smallest until the first has been timed."""
+    per_group = prepared.seconds_per_group
+    return max(smallest, int(_CHUNK_SECONDS / per_group)) if per_group else smallest
+
+
+def _abandoned(interrupt: BaseException, names) -> None:
+    """Say on the interrupt which kernels it stopped before they ran to the end."""
+    if names:
+        kernels = ", ".join(f"'{name}'" for name in dict.fromkeys(names))
+        interrupt.add_note(f"kernelkit: interrupted launches of kernel {kernels} were "
+                           f"abandoned; the arrays they write hold partial results")
+
+
 @dataclass
 class _Launch:
     prepared: PreparedKernel
@@ -240,6 +269,8 @@ class _Launch:
     groups: int
     args: tuple                # kept alive until the launch has run
     error_record: np.ndarray | None
+    backend: CPU               # whose synchronize reports its errors
+    threads: int               # at most this many threads run its chunks at once
     chunk: int = 1
     exception: BaseException | None = None
 
@@ -253,26 +284,25 @@ class _Launch:
         return out_of_bounds_error(self.prepared.name, self.prepared.compiled, self.error_record)
 
 
-class _Stream:
-    """Runs launches in submission order, each across `threads - 1` worker threads and
-    the thread that waits for them.
+class _Device:
+    """The machine's cores, shared by every CPU backend: runs launches in submission
+    order, each across worker threads and the thread that waits for them.
 
     There is no dispatcher: the workers, and a thread in `wait`, take chunks of
     work-groups from the launch at the head of the queue, and whoever finishes its last
     chunk retires it. The waiting thread starts on the work at once, while the workers
-    are still waking up."""
+    are still waking up. Workers are started as launches ask for them, never more than
+    the largest `threads` of a backend less one."""
 
-    def __init__(self, threads: int):
-        self.threads = threads
+    def __init__(self):
         self.condition = threading.Condition()
         self.queue: deque = deque()
         self.next_group = 0           # the next group of queue[0] to hand out
         self.running = 0              # chunks of queue[0] being run now
-        self.error: BaseException | None = None
         self.printed = False
         self.workers: list[threading.Thread] = []
-        # Bumped at every submission; an idle worker watches it for a while before it
-        # goes to sleep (see `work`).
+        # Bumped at every submission and retirement; an idle worker watches it for a
+        # while before it goes to sleep (see `work`).
         self.submissions = np.zeros(1, np.int64)
         self.retired = np.zeros(1, np.int64)     # bumped when a launch is done
         self._spin = None
@@ -285,18 +315,31 @@ class _Stream:
         return self._spin
 
     def submit(self, launch: _Launch) -> None:
-        launch.chunk = max(1, launch.groups // (self.threads * _SMALLEST_CHUNKS))
+        launch.chunk = max(1, launch.groups // (launch.threads * _SMALLEST_CHUNKS))
         with self.condition:
             self.queue.append(launch)
             self.submissions[0] += 1
-            if not self.workers and self.threads > 1:
-                self.start()
+            if len(self.workers) < launch.threads - 1:
+                self.start(launch.threads - 1)
             self.condition.notify_all()
 
     def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
                    error_record: np.ndarray | None) -> None:
-        """Run a launch on the calling thread, now (the queue is empty)."""
-        _run(prepared, packed, 0, groups)
+        """Run a launch on the calling thread, now (the queue is empty): in one call where
+        it is known to be short, else in chunks, between which Python sees Ctrl-C."""
+        per_group = prepared.seconds_per_group
+        if groups == 1 or (per_group and per_group * groups <= _CHUNK_SECONDS):
+            _run(prepared, packed, 0, groups)
+        else:
+            first = 0
+            try:
+                while first < groups:
+                    end = min(groups, first + _chunk_limit(prepared, 1))
+                    _run(prepared, packed, first, end)
+                    first = end
+            except KeyboardInterrupt as interrupt:
+                _abandoned(interrupt, [prepared.name])
+                raise
         if prepared.uses_print:
             self.printed = True
         if error_record is not None and error_record[0] != 0:
@@ -305,32 +348,58 @@ class _Stream:
     def finish(self, launch: _Launch) -> None:
         if launch.prepared.uses_print:
             self.printed = True
-        if launch.failed() and self.error is None:
-            self.error = launch.error()
+        backend = launch.backend
+        if backend._error is None:
+            if launch.failed():
+                backend._error = launch.error()
+            elif launch.exception is not None:
+                backend._error = launch.exception
 
     def wait(self) -> None:
         """Wait until every queued launch has run; the waiting thread runs chunks too
-        (it is awake, the workers may still be waking up)."""
-        with self.condition:
-            while self.queue:
-                if self.run_a_chunk():
-                    continue
-                # Another thread runs the last chunk: watch for it to retire the launch
-                # (as idle workers watch for submissions) before sleeping.
-                seen = int(self.retired[0])
-                self.condition.release()
-                try:
-                    self.spin()(self.retired.ctypes.data, seen, _SPIN_CYCLES)
-                finally:
-                    self.condition.acquire()
-                if self.queue and int(self.retired[0]) == seen:
-                    self.condition.wait()
-            error, self.error = self.error, None
-        if error is not None:
-            raise error
+        (it is awake, the workers may still be waking up). A KeyboardInterrupt meanwhile
+        abandons what is queued (`abandon`) and goes on to the caller."""
+        try:
+            with self.condition:
+                while self.queue:
+                    if self.run_a_chunk():
+                        continue
+                    # Another thread runs the last chunk: watch for it to retire the
+                    # launch (as idle workers watch for submissions) before sleeping.
+                    seen = int(self.retired[0])
+                    self.condition.release()
+                    try:
+                        self.spin()(self.retired.ctypes.data, seen, _SPIN_CYCLES)
+                    finally:
+                        self.condition.acquire()
+                    if self.queue and int(self.retired[0]) == seen:
+                        self.condition.wait(_WAIT_SECONDS)
+                printed, self.printed = self.printed, False
+        except KeyboardInterrupt as interrupt:
+            self.abandon(interrupt)
+            raise
+        if printed:
+            _libc.fflush(None)
 
-    def start(self) -> None:
-        for number in range(self.threads - 1):
+    def abandon(self, interrupt: BaseException) -> None:
+        """Drop every queued launch and hand out no more chunks; return once the chunks
+        being run have finished, so that nothing writes the launches' arrays after the
+        interrupt has reached the caller."""
+        with self.condition:
+            names = [launch.prepared.name for launch in self.queue]
+            if self.queue:
+                while len(self.queue) > 1:
+                    self.queue.pop()
+                head = self.queue[0]
+                self.next_group = head.groups
+                if self.running == 0:
+                    self.retire(head)
+            while self.queue:
+                self.condition.wait(_WAIT_SECONDS)
+        _abandoned(interrupt, names)
+
+    def start(self, workers: int) -> None:
+        for number in range(len(self.workers), workers):
             worker = threading.Thread(target=self.work, name=f"kernelkit-cpu-{number}",
                                       daemon=True)
             worker.start()
@@ -356,43 +425,49 @@ class _Stream:
                     self.condition.wait()
 
     def run_a_chunk(self) -> bool:
-        """Run the next chunk of the launch at the head of the queue, if there is one
-        (called holding the condition's lock, which is released while the chunk runs);
-        the thread that finishes a launch's last chunk retires it."""
+        """Run the next chunk of the launch at the head of the queue, if there is one and
+        the launch's thread count allows another (called holding the condition's lock,
+        which is released while the chunk runs); the thread that finishes a launch's
+        last chunk retires it."""
         launch = self.queue[0] if self.queue else None
-        if launch is None or self.next_group >= launch.groups or launch.failed():
+        if launch is None or self.next_group >= launch.groups or launch.failed() or \
+                self.running >= launch.threads:
             return False
         first = self.next_group
         # Guided: a share of what is left, so that the first chunks are large (few
-        # hand-offs) and the last ones small (the threads finish together).
-        share = (launch.groups - first) // (2 * self.threads)
-        end = min(first + max(launch.chunk, share), launch.groups)
+        # hand-offs) and the last ones small (the threads finish together); never
+        # longer than `_CHUNK_SECONDS`.
+        share = (launch.groups - first) // (2 * launch.threads)
+        size = max(launch.chunk, min(share, _chunk_limit(launch.prepared, launch.chunk)))
+        end = min(first + size, launch.groups)
         self.next_group = end
         self.running += 1
         self.condition.release()
         try:
             launch.run_chunk(first, end)
-        except BaseException as error:  # reported on synchronize, never lost
+        except Exception as error:  # reported on synchronize, never lost
             launch.exception = error
-        finally:
+        finally:  # also when a KeyboardInterrupt reaches the waiting thread here
             self.condition.acquire()
-        self.running -= 1
-        exhausted = self.next_group >= launch.groups or launch.failed()
-        if exhausted and self.running == 0:
-            self.finish(launch)
-            if launch.exception is not None and self.error is None:
-                self.error = launch.exception
-            self.queue.popleft()
-            self.next_group = 0
-            self.retired[0] += 1
-            self.condition.notify_all()
+            self.running -= 1
+            exhausted = self.next_group >= launch.groups or launch.failed()
+            if exhausted and self.running == 0 and self.queue and self.queue[0] is launch:
+                self.retire(launch)
         return True
 
+    def retire(self, launch: _Launch) -> None:
+        """The head launch is done (called holding the lock): the next one starts."""
+        self.finish(launch)
+        self.queue.popleft()
+        self.next_group = 0
+        self.retired[0] += 1
+        self.submissions[0] += 1   # idle workers look at the new head
+        self.condition.notify_all()
 
-_instances: weakref.WeakSet = weakref.WeakSet()
+
+_device = _Device()
 
 
 def _synchronize_every_cpu_backend() -> None:
-    """A NumPy array does not say which CPU backend last wrote it: wait for all."""
-    for backend in list(_instances):
-        backend.synchronize()
+    """A NumPy array does not say which CPU backend last wrote it: wait for the device."""
+    _device.wait()

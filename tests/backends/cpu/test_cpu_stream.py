@@ -141,8 +141,8 @@ def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
     import backends.cpu.runtime as runtime
     backend = kk.CPU(threads=2)
     inline = []
-    original = runtime._Stream.run_inline
-    monkeypatch.setattr(runtime._Stream, "run_inline",
+    original = runtime._Device.run_inline
+    monkeypatch.setattr(runtime._Device, "run_inline",
                         lambda stream, prepared, packed, groups, record: (
                             inline.append(groups),
                             original(stream, prepared, packed, groups, record)))
@@ -172,3 +172,23 @@ def test_the_native_spin_wait_sees_a_new_submission_or_gives_up():
     word = np.array([7], np.int64)
     assert spin(word.ctypes.data, 6, 10**12) == 7       # already different: at once
     assert spin(word.ctypes.data, 7, 1000) == 7         # unchanged: gives up after ~1000 cycles
+
+
+@kk.kernel
+def saxpy(y, a, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a * x[i] + y[i]
+
+
+def test_launches_on_a_new_backend_each_time_run_in_order_on_a_bounded_pool_of_threads():
+    """Every CPU backend runs on the same cores: launches on separate backends are
+    ordered as launches on one, and share one pool of worker threads."""
+    import threading
+    n = 1 << 20
+    x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
+    before = threading.active_count()
+    for _ in range(100):
+        saxpy(kk.CPU(threads=4), 256)(y, 2.0, x, ndrange=n)
+    kk.synchronize(kk.CPU(threads=4))
+    assert threading.active_count() - before <= 3
+    np.testing.assert_array_equal(y, np.full(n, 200, np.float32))
