@@ -276,7 +276,7 @@ def abs_(tr, node):
     (value,), _ = positional(tr, node, 1, 1, "abs")
     tr.require_scalar(value, node)
     if value.type.is_bool:
-        value = tr.cast(value, T.weak_int)
+        return value  # NumPy: abs(np.True_) is np.True_
     return tr.unary("abs", value, node)
 
 
@@ -319,13 +319,18 @@ BINARY_MATH = ("pow", "atan2", "hypot", "fmod", "copysign", "fmin", "fmax")
 PREDICATES = ("isnan", "isinf", "isfinite")
 
 
-def math_function(name: str, arity: int, rounds_to_int: bool = False):
+def math_function(name: str, arity: int, python: bool, rounds_to_int: bool = False):
+    """`python`: Python's `math.name`, which computes in float64 and gives a Python
+    float (weak: math.sqrt(x) * a float32 stays float32). Otherwise `kk.name` or
+    `np.name`, which keep a float argument's precision (float32 in, float32 out)."""
     def handler(tr, node):
-        args, _ = positional(tr, node, arity, arity, name)
+        args, _ = positional(tr, node, arity, arity, f"math.{name}" if python else name)
         for arg in args:
             tr.require_scalar(arg, node)
         operand_type = functools.reduce(T.promote, [a.type for a in args])
-        if not operand_type.is_float:
+        if python:
+            operand_type = T.weak_float
+        elif not operand_type.is_float:
             operand_type = T.weak_float if operand_type.weak else T.float64
         operands = [tr.cast(a, operand_type) for a in args]
         if name in PREDICATES:
@@ -340,14 +345,15 @@ def math_function(name: str, arity: int, rounds_to_int: bool = False):
 for _name in UNARY_MATH + PREDICATES:
     if hasattr(math, _name):
         handles(getattr(math, _name))(
-            math_function(_name, 1, rounds_to_int=_name in ("floor", "ceil", "trunc")))
+            math_function(_name, 1, python=True,
+                          rounds_to_int=_name in ("floor", "ceil", "trunc")))
     if hasattr(lang.math, _name):
-        handles(getattr(lang.math, _name))(math_function(_name, 1))
+        handles(getattr(lang.math, _name))(math_function(_name, 1, python=False))
 for _name in BINARY_MATH:
     if hasattr(math, _name):
-        handles(getattr(math, _name))(math_function(_name, 2))
+        handles(getattr(math, _name))(math_function(_name, 2, python=True))
     if hasattr(lang.math, _name):
-        handles(getattr(lang.math, _name))(math_function(_name, 2))
+        handles(getattr(lang.math, _name))(math_function(_name, 2, python=False))
 
 _NUMPY_UFUNCS = {
     "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
@@ -360,7 +366,7 @@ _NUMPY_UFUNCS = {
     "fmod": np.fmod, "copysign": np.copysign, "fmin": np.fmin, "fmax": np.fmax,
 }
 for _name, _ufunc in _NUMPY_UFUNCS.items():
-    handles(_ufunc)(math_function(_name, 2 if _name in BINARY_MATH else 1))
+    handles(_ufunc)(math_function(_name, 2 if _name in BINARY_MATH else 1, python=False))
 
 
 @handles(math.degrees, math.radians)
@@ -369,9 +375,8 @@ def degrees_radians(tr, node):
     factor = 180.0 / math.pi if lookup_name(tr, node) is math.degrees else math.pi / 180.0
     value = args[0]
     tr.require_scalar(value, node)
-    if not value.type.is_float:
-        value = tr.cast(value, T.weak_float if value.type.weak else T.float64)
-    return tr.binary("mul", value, tr.constant(factor, T.weak_float), node)
+    # Python's math: computed in float64, a Python float.
+    return tr.binary("mul", tr.cast(value, T.weak_float), tr.constant(factor, T.weak_float), node)
 
 
 

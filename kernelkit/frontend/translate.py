@@ -300,9 +300,7 @@ class FunctionTranslator:
             bounds = [self.constant(0, T.weak_int), bounds[0]]
         if len(bounds) == 2:
             bounds.append(self.constant(1, T.weak_int))
-        counter_type = functools.reduce(T.promote, [b.type for b in bounds])
-        if counter_type.is_bool:
-            counter_type = T.weak_int
+        counter_type = self.range_counter_type(bounds)
         start, stop, step = (self.cast(b, counter_type) for b in bounds)
         if is_const(step) and const_value(step) == 0:
             raise self.error("range() step must not be zero", call)
@@ -325,6 +323,23 @@ class FunctionTranslator:
 
         self.loop(node, node.body, test, before_body, latch, extra=(counter,))
         self.env.pop(counter, None)
+
+    @staticmethod
+    def range_counter_type(bounds: list[Value]) -> T.ScalarType:
+        """The type of a range() loop's counter: the bounds' promoted type where it holds
+        every bound's value, else a Python int (range(-2, np.uint8(3)) counts from -2, as
+        Python's range does whatever the integer types of its bounds)."""
+        counter_type = functools.reduce(T.promote, [b.type for b in bounds])
+        if not counter_type.is_integer or counter_type.weak:
+            return T.weak_int   # all bools and Python ints, or int64 with uint64
+        low, high = _integer_range(counter_type)
+        for bound in bounds:
+            bound_type = bound.type
+            if not bound_type.weak:
+                continue   # a strong type promotes to a type that holds its values
+            if not (is_const(bound) and low <= const_value(bound) <= high):
+                return T.weak_int
+        return counter_type
 
     def loop(self, node, body: list[ast.stmt], test: Callable[[], Value],
              before_body: Callable | None, latch: Callable | None, extra: tuple[str, ...]) -> None:
@@ -619,7 +634,9 @@ class FunctionTranslator:
         self.require_scalar(operand, node.operand)
         if isinstance(node.op, ast.USub):
             if operand.type.is_bool:
-                operand = self.cast(operand, T.weak_int)
+                raise self.error("a bool cannot be negated (NumPy raises for -np.bool_)", node,
+                                 hint="use 'not x' or ~x for the logical negation, or -int(x) "
+                                      "for the number")
             return self.unary("neg", operand, node)
         if isinstance(node.op, ast.Invert):
             if operand.type.is_float:
@@ -831,6 +848,9 @@ class FunctionTranslator:
         return self.builder.op(opcode, operands, type, attrs)
 
     def cast(self, value: Value, type: T.IRType) -> Value:
+        if getattr(value, "opcode", None) == "cast" and \
+                value.type.strong == value.operands[0].type.strong:
+            value = value.operands[0]   # a weak view of a strong value (len(a)): no conversion
         if value.type == type:
             return value
         if isinstance(type, T.TupleType) and isinstance(value.type, T.TupleType):
@@ -860,13 +880,13 @@ class FunctionTranslator:
                                  f"{b.name}", node)
             result = T.promote(a, b)
             return self.emit(op, [self.cast(left, result), self.cast(right, result)], result)
-        if a.is_bool:
-            left, a = self.cast(left, T.weak_int), T.weak_int
-        if b.is_bool:
-            right, b = self.cast(right, T.weak_int), T.weak_int
+        if a.is_bool and b.is_bool:
+            return self.bool_binary(op, left, right, node)
         if op in ("shl", "shr"):
             if a.is_float or b.is_float:
                 raise self.error(f"shifts need integers, got {a.name} and {b.name}", node)
+        # A bool with a number takes the number's type (NumPy: np.True_ + np.int8(1) is an
+        # int8, np.True_ + 1 the default int).
         operand_type = T.promote(a, b)
         result_type = operand_type
         if op == "truediv" and not operand_type.is_float:
@@ -876,12 +896,71 @@ class FunctionTranslator:
         return self.emit(op, [self.cast(left, operand_type), self.cast(right, operand_type)],
                          result_type)
 
+    def bool_binary(self, op: str, left: Value, right: Value, node) -> Value:
+        """Arithmetic between two bools, as NumPy does it on np.bool_: + is a logical or,
+        * a logical and, min and max stay bools, / gives a float64, and the operations
+        NumPy has no bool loop for (//, %, **, <<, >>) compute in int8; - raises."""
+        if op == "sub":
+            raise self.error("bools cannot be subtracted (NumPy raises for np.bool_ - np.bool_)",
+                             node, hint="use ^ or != for 'differs', or convert with int(...) "
+                                        "first to subtract numbers")
+        logical = {"add": "or", "mul": "and", "min": "and", "max": "or"}.get(op)
+        if logical is not None:
+            return self.emit(logical, [left, right], T.bool_)
+        operand_type = T.float64 if op == "truediv" else T.int8
+        return self.emit(op, [self.cast(left, operand_type), self.cast(right, operand_type)],
+                         operand_type)
+
     def compare(self, op: str, left, right, node) -> Value:
+        """Compares the values of two numbers, as NumPy does: a Python int is compared by
+        value with an integer of any type (50 < 300 holds for a uint8 50), and a signed
+        integer with a uint64 without going through float64."""
         self.require_scalar(left, node)
         self.require_scalar(right, node)
-        operand_type = T.promote(left.type, right.type)
+        a, b = left.type, right.type
+        if a.is_integer and b.is_integer and a.weak != b.weak:
+            if a.weak:
+                return self.compare(_SWAPPED_COMPARES[op], right, left, node)
+            return self.compare_with_python_int(op, left, right)
+        operand_type = T.promote(a, b)
+        if a.is_integer and b.is_integer and a.is_signed != b.is_signed and \
+                not operand_type.is_integer:
+            # int64 and uint64 have no common integer type (NumPy's promotion gives float64,
+            # which cannot tell 2**63 - 1 from 2**63).
+            if not a.is_signed:
+                return self.compare(_SWAPPED_COMPARES[op], right, left, node)
+            return self.compare_signed_with_uint64(op, self.cast(left, T.int64), right)
         return self.emit(op, [self.cast(left, operand_type), self.cast(right, operand_type)],
                          T.bool_)
+
+    def compare_with_python_int(self, op: str, number: Value, python_int: Value) -> Value:
+        """`number op python_int` where `number` is a strong integer and `python_int` a
+        weak one (a literal, len(a), a Python int argument)."""
+        low, high = _integer_range(number.type)
+        if is_const(python_int):
+            value = const_value(python_int)
+            if low <= value <= high:
+                return self.emit(op, [number, self.cast(python_int, number.type)], T.bool_)
+            # Out of the number's range: the answer is the same for every value it holds.
+            below = value < low
+            holds = {"eq": False, "ne": True, "lt": not below, "le": not below,
+                     "gt": below, "ge": below}[op]
+            return self.constant(holds, T.bool_)
+        if number.type == T.uint64:
+            python_int = self.cast(python_int, T.int64)
+            return self.compare(_SWAPPED_COMPARES[op], python_int, number, self.node)
+        # A Python int fits in an int64, and so does every value of the other type.
+        return self.emit(op, [self.cast(number, T.int64), self.cast(python_int, T.int64)],
+                         T.bool_)
+
+    def compare_signed_with_uint64(self, op: str, signed: Value, unsigned: Value) -> Value:
+        """`signed op unsigned` for an int64 and a uint64: a negative value is below every
+        uint64; otherwise both compare as uint64."""
+        negative = self.emit("lt", [signed, self.constant(0, T.int64)], T.bool_)
+        compared = self.emit(op, [self.cast(signed, T.uint64), unsigned], T.bool_)
+        if op in ("lt", "le", "ne"):
+            return self.emit("or", [negative, compared], T.bool_)
+        return self.emit("and", [self.unary("not", negative, self.node), compared], T.bool_)
 
     def unary(self, op: str, operand: Value, node) -> Value:
         return self.emit(op, [operand], operand.type)
@@ -909,9 +988,11 @@ class FunctionTranslator:
         raise self.error(f"cannot unpack a {self.type_name(value)}", node)
 
     def array_dim(self, array: Value, axis: int) -> Value:
+        """An array's extent along `axis` as the kernel sees it (`len(a)`, `a.shape[i]`):
+        a Python int, so weak (254 + len(a) on a uint8 stays a uint8)."""
         if array.type.shape is not None:
-            return self.constant(array.type.shape[axis], T.int64)
-        return self.builder.op("dim", [array], T.int64, {"axis": axis})
+            return self.constant(array.type.shape[axis], T.weak_int)
+        return self.cast(self.builder.op("dim", [array], T.int64, {"axis": axis}), T.weak_int)
 
     # -- arrays and tuples ----------------------------------------------------------------
 
@@ -1033,6 +1114,14 @@ _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
            ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
 _COMPARES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
              ast.GtE: "ge"}
+_SWAPPED_COMPARES = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _integer_range(type: T.ScalarType) -> tuple[int, int]:
+    """The smallest and largest value of an integer type."""
+    if type.is_signed:
+        return -2 ** (type.bits - 1), 2 ** (type.bits - 1) - 1
+    return 0, 2 ** type.bits - 1
 _SYNTAX_HINTS = {
     "With": "'with' blocks cannot run on a device; remove it from the kernel",
     "Try": "exceptions cannot be raised or caught on a device; check conditions with 'if'",
