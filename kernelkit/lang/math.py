@@ -1,6 +1,8 @@
 """`kk.sqrt`, `kk.exp` ...: math functions that keep their argument's precision
 (a float32 in, a float32 out), like NumPy's. `math.*` works in kernels too, with
-Python's rules (`math.floor` gives an int). On the host these compute with NumPy."""
+Python's rules: it computes in float64 and gives a Python float, which is weak
+(`math.sqrt(x) * y` with a float32 `y` is a float32), and `math.floor` gives an int.
+On the host these compute with NumPy."""
 from __future__ import annotations
 
 import math as _math
