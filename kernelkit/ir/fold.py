@@ -20,16 +20,15 @@ _BINARY = {
 }
 _UNARY = {"neg": np.negative, "not": np.logical_not, "invert": np.invert, "abs": np.abs}
 
-# Math functions whose NumPy ufunc computes what the compiled code computes.
-MATH_UFUNCS = {
-    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
-    "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-    "rint": np.rint, "cbrt": np.cbrt, "pow": np.power, "atan2": np.arctan2, "hypot": np.hypot,
-    "fmod": np.fmod, "copysign": np.copysign, "isnan": np.isnan, "isinf": np.isinf,
-    "isfinite": np.isfinite, "fmin": np.fmin, "fmax": np.fmax,
+# The math functions that fold: those IEEE 754 defines exactly (correctly rounded, or
+# exact), so NumPy, the C library and libdevice agree on every argument. The others
+# (exp, sin, pow ...) differ by an ulp between NumPy, the host's libm and libdevice, so
+# they are left to run time: a kernel gives the same answer whether its argument is a
+# constant or not.
+EXACT_MATH_UFUNCS = {
+    "sqrt": np.sqrt, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "rint": np.rint, "fmod": np.fmod, "copysign": np.copysign, "fmin": np.fmin,
+    "fmax": np.fmax, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
 }
 
 
@@ -63,6 +62,8 @@ def fold(opcode: str, attrs: dict, operands: list, operand_types: list[IRType],
                     result = {"and": a and b, "or": a or b, "xor": a != b}[opcode]
                 elif opcode == "pow" and operand_types[1].is_integer and b < 0:
                     return None
+                elif opcode == "pow" and operand_types[0].is_float:
+                    return None   # a math library's pow: not exactly rounded
                 elif opcode in ("shl", "shr") and not 0 <= int(b) < operand_types[0].bits:
                     return None
                 else:
@@ -82,8 +83,10 @@ def fold(opcode: str, attrs: dict, operands: list, operand_types: list[IRType],
                     return None
             elif opcode == "select":
                 result = args[1] if args[0] else args[2]
-            elif opcode == "math" and attrs["name"] in MATH_UFUNCS:
-                result = MATH_UFUNCS[attrs["name"]](*args)
+            elif opcode == "math" and attrs["name"] in EXACT_MATH_UFUNCS:
+                if attrs["name"] in ("fmin", "fmax") and args[0] == args[1]:
+                    return None   # 0.0 and -0.0: either may come back at run time
+                result = EXACT_MATH_UFUNCS[attrs["name"]](*args)
             else:
                 return None
         except (ArithmeticError, ValueError, TypeError):
