@@ -247,11 +247,11 @@ def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int) -> None:
         0.75 * previous + 0.25 * per_group
 
 
-def _chunk_limit(prepared: PreparedKernel, smallest: int) -> int:
-    """The most work-groups of `prepared` that one chunk may take (`_CHUNK_SECONDS`); an
-    unmeasured kernel's chunks are the smallest until the first has been timed."""
+def _chunk_limit(prepared: PreparedKernel) -> int:
+    """The most work-groups of `prepared` one chunk may take (about `_CHUNK_SECONDS`);
+    one for a kernel not measured yet (its first chunk measures it)."""
     per_group = prepared.seconds_per_group
-    return max(smallest, int(_CHUNK_SECONDS / per_group)) if per_group else smallest
+    return max(1, int(_CHUNK_SECONDS / per_group)) if per_group else 1
 
 
 def _abandoned(interrupt: BaseException, names) -> None:
@@ -334,7 +334,7 @@ class _Device:
             first = 0
             try:
                 while first < groups:
-                    end = min(groups, first + _chunk_limit(prepared, 1))
+                    end = min(groups, first + _chunk_limit(prepared))
                     _run(prepared, packed, first, end)
                     first = end
             except KeyboardInterrupt as interrupt:
@@ -438,7 +438,7 @@ class _Device:
         # hand-offs) and the last ones small (the threads finish together); never
         # longer than `_CHUNK_SECONDS`.
         share = (launch.groups - first) // (2 * launch.threads)
-        size = max(launch.chunk, min(share, _chunk_limit(launch.prepared, launch.chunk)))
+        size = min(max(launch.chunk, share), _chunk_limit(launch.prepared))
         end = min(first + size, launch.groups)
         self.next_group = end
         self.running += 1
