@@ -121,6 +121,23 @@ def _reachable_within_region(block) -> set:
     return seen
 
 
+def _redefines(block, values: list) -> bool:
+    """Whether `block` defines one of `values`, or a value a pure one of them is computed
+    from: that value, taken after the block, is no longer the one `values` were made of."""
+    defined = {*block.params, *block.ops}
+    stack, seen = list(values), set()
+    while stack:
+        value = stack.pop()
+        if value in defined:
+            return True
+        if value in seen:
+            continue
+        seen.add(value)
+        if isinstance(value, Op) and value.is_pure:
+            stack.extend(value.operands)
+    return False
+
+
 def cyclic_blocks(blocks: list) -> set:
     """The blocks that can reach themselves without passing a barrier."""
     cyclic = set()
@@ -483,7 +500,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
 
     def walk(self, builder, start, block, values, bindings, edge_args, path) -> None:
         plan = self.plan
-        if not self.runs_once(start, block, bindings, path):
+        if not self.runs_once(start, block, bindings, edge_args, path):
             self.work_item_loops(builder, lambda b: self.lower_item(
                 b, block, values, edge_args if block is not start else (), bindings))
             builder.branch(self.region_done)
@@ -522,7 +539,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
                 self.walk(builder, start, successor.block, values, bindings, successor.args,
                           path)
 
-    def runs_once(self, start, block, bindings, path) -> bool:
+    def runs_once(self, start, block, bindings, edge_args, path) -> bool:
         """Whether `block` can run once for the whole group at this point of a region."""
         plan = self.plan
         if self.prefix_budget <= 0 or block in path or block in plan.cyclic[start]:
@@ -530,6 +547,12 @@ class GroupFunctionBuilder(EntryPointBuilder):
         if ends_with_barrier(block) and (bindings or any(p in plan.varying
                                                           for p in block.params)):
             return False  # each work-item keeps its own values across the barrier
+        pending = [arg for _, arg in bindings]
+        if block is not start:
+            pending += [arg for param, arg in zip(block.params, edge_args)
+                        if param in plan.varying]
+        if _redefines(block, pending):
+            return False  # a pending per-item value is made of what the block defines anew
         if ends_with_barrier(block) and block.ops[-2].opcode == "barrier_any":
             return False  # each work-item votes
         terminator = block.ops[-1]

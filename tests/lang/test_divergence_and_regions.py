@@ -271,3 +271,22 @@ def test_kernels_once_rejected_by_llvm_compile_and_run(backend):
             w += 1
         expected.append(w)
     assert kk.to_numpy(out).tolist() == expected
+
+
+@kk.kernel
+def remainder_before_barrier_in_loop(out, step):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    v0 = 0
+    v1 = 3
+    for p in range(1, 40, 2):
+        v0 = v1 % (li + 1)
+        kk.synchronize()
+        v1 = (v1 + step) % 1009
+    out[i] = v0 * 10000 + v1
+
+
+def test_a_per_item_value_handed_around_a_loop_is_taken_before_the_loop_moves_on(backend):
+    out = kk.zeros(backend, np.int64, 7)
+    run(backend, remainder_before_barrier_in_loop, out, 1, ndrange=7)
+    assert kk.to_numpy(out).tolist() == [22 % (i % 4 + 1) * 10000 + 23 for i in range(7)]
