@@ -194,6 +194,7 @@ class BodyLowering:
         self.module = llvm_function.module
         self.values: dict[Value, object] = dict(values or {})
         self.prologue = prologue
+        self.non_negative: NonNegative | None = None   # made at the first array access
         self.blocks: dict = {}
         self.phis: dict[BlockParam, ir.PhiInstr] = {}
         self.region_exit = None
@@ -425,10 +426,12 @@ class BodyLowering:
 
     def address(self, builder, op: Op, count: int):
         array = self.array(op.operands[0])
-        indices = self.operands(builder, op)[1:1 + count]
+        written = self.operands(builder, op)[1:1 + count]
+        indices = [self.wrap_negative(builder, value, index, extent) for value, index, extent
+                   in zip(op.operands[1:1 + count], written, array.shape)]
         if self.env.debug:
             for axis in range(count):
-                self.check_bounds(builder, op, axis, indices, array.shape)
+                self.check_bounds(builder, op, axis, indices, written, array.shape)
         offset = None
         for index, stride in zip(indices, array.strides):
             term = index if _is_one(stride) else builder.mul(index, stride)
@@ -437,13 +440,28 @@ class BodyLowering:
             offset = ir.Constant(i64, 0)
         return builder.gep(array.data, [offset], source_etype=memory_type(array.type.dtype))
 
-    def check_bounds(self, builder, op: Op, axis: int, indices, shape) -> None:
+    def wrap_negative(self, builder, value: Value, index: ir.Value, extent: ir.Value):
+        """A negative index counts from the end, as in Python and NumPy: `index + extent`
+        where `index < 0`. Indices that are never negative (see `NonNegative`), and those
+        the kernel wrote as unsigned numbers, are used as they are."""
+        if self.non_negative is None:
+            self.non_negative = NonNegative(self.function)
+        if self.non_negative(value) or _is_unsigned_index(value):
+            return index
+        if isinstance(value, Op) and value.opcode == "const":
+            return builder.add(index, extent)
+        negative = builder.icmp_signed("<", index, ir.Constant(index.type, 0))
+        return builder.select(negative, builder.add(index, extent), index)
+
+    def check_bounds(self, builder, op: Op, axis: int, indices, written, shape) -> None:
+        """`indices` (after wrapping negative ones) must lie in `shape`; an error names
+        the indices as the kernel `written` them."""
         inside = builder.icmp_unsigned("<", indices[axis], shape[axis])
         fail = self.llvm_function.append_basic_block("out_of_bounds")
         good = self.llvm_function.append_basic_block("in_bounds")
         builder.cbranch(inside, good, fail)
         builder.position_at_end(fail)
-        self.env.out_of_bounds(builder, op.loc, axis, indices, shape)
+        self.env.out_of_bounds(builder, op.loc, axis, written, shape)
         builder.position_at_end(good)
 
     def op_load(self, builder, op: Op):
@@ -497,6 +515,85 @@ class BodyLowering:
 
 def _is_one(value) -> bool:
     return isinstance(value, ir.Constant) and value.constant == 1
+
+
+def _is_unsigned_index(value: Value) -> bool:
+    """An index the kernel wrote as an unsigned number (converted to the index type by
+    the frontend): it never counts from the end, however large."""
+    return isinstance(value, Op) and value.opcode == "cast" and \
+        not value.operands[0].type.is_signed and not value.operands[0].type.is_float
+
+
+class NonNegative:
+    """Which integer values of a function are never negative, so that indexing with them
+    needs no wrapping: constants >= 0, work-item geometry, array extents, unsigned
+    numbers widened, and what 64-bit arithmetic that cannot turn them negative (without
+    overflowing 64 bits) makes of them; a block parameter (a loop counter) when every
+    value passed to it is, assuming it is itself (counting up from 0 by steps >= 0).
+    Narrower integers wrap around in NumPy's arithmetic, so their sums and products are
+    not assumed non-negative."""
+
+    def __init__(self, function: Function):
+        incoming: dict[BlockParam, list[Value]] = {}
+        for block in function.blocks:
+            for op in block.ops:
+                for successor in op.successors:
+                    for param, arg in zip(successor.block.params, successor.args):
+                        incoming.setdefault(param, []).append(arg)
+        entry_params = set(function.entry.params) if function.blocks else set()
+        self.assumed = {p for p in incoming if p not in entry_params and _is_integer(p.type)}
+        while True:
+            self.memo: dict[Value, bool] = {}
+            dropped = {p for p in self.assumed if not all(self(a) for a in incoming[p])}
+            if not dropped:
+                return
+            self.assumed -= dropped
+
+    def __call__(self, value: Value, depth: int = 0) -> bool:
+        known = self.memo.get(value)
+        if known is None:
+            known = self.memo[value] = depth < 64 and self.decide(value, depth + 1)
+        return known
+
+    def decide(self, value: Value, depth: int) -> bool:
+        if not _is_integer(value.type):
+            return False
+        if not value.type.is_signed:
+            return True
+        if isinstance(value, BlockParam):
+            return value in self.assumed
+        opcode, operands = value.opcode, value.operands
+        if opcode == "const":
+            return value.attrs["value"] >= 0
+        if opcode in ("local_id", "group_id", "ndrange", "dim"):
+            return True
+        if opcode == "cast":
+            source = operands[0].type
+            if not isinstance(source, T.ScalarType) or source.is_float:
+                return False
+            if not source.is_signed:
+                return source.bits < value.type.bits   # zero-extended, below the sign bit
+            return source.bits <= value.type.bits and self(operands[0], depth)
+        if opcode == "extract":
+            tuple_op = operands[0]
+            return isinstance(tuple_op, Op) and tuple_op.opcode == "tuple" and \
+                self(tuple_op.operands[value.attrs["index"]], depth)
+        both = len(operands) == 2 and self(operands[0], depth) and self(operands[1], depth)
+        if opcode in ("add", "mul"):
+            return value.type.bits == 64 and both
+        if opcode in ("floordiv", "shr", "min", "or", "xor"):
+            return both
+        if opcode == "mod":
+            return self(operands[1], depth)   # Python's %: the sign of the divisor
+        if opcode in ("max", "and"):
+            return self(operands[0], depth) or self(operands[1], depth)
+        if opcode == "select":
+            return self(operands[1], depth) and self(operands[2], depth)
+        return False
+
+
+def _is_integer(type: T.IRType) -> bool:
+    return isinstance(type, T.ScalarType) and type.is_integer
 
 
 # -- conversions and arithmetic -----------------------------------------------------------

@@ -1039,15 +1039,14 @@ class FunctionTranslator:
             raise self.error(f"a {ndim}-D array needs {ndim} indices, got {len(elements)}", node,
                              hint="slices and partial indexing are not supported in kernels")
         result = []
-        for axis, element in enumerate(elements):
+        for element in elements:
             if isinstance(element, PyConst) or not isinstance(element.type, T.ScalarType) \
                     or not element.type.is_integer:
                 raise self.error(f"array indices must be integers, got {self.type_name(element)}",
                                  node, hint="convert the index with int(...)")
-            element = self.cast(element, T.index_type)
-            if is_const(element) and const_value(element) < 0:
-                element = self.binary("add", self.array_dim(array, axis), element, node)
-            result.append(element)
+            # A negative index counts from the end: the lowering wraps it (see
+            # `BodyLowering.wrap_negative`), where bounds checks still see what was written.
+            result.append(self.cast(element, T.index_type))
         return result
 
     # -- checks ---------------------------------------------------------------------------

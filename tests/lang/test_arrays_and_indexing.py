@@ -548,3 +548,168 @@ def test_loop_bounds_from_the_shape_of_a_transposed_view(backend):
     column_sums(backend, 4)(out, x, ndrange=6)
     kk.synchronize(backend)
     np.testing.assert_array_equal(kk.to_numpy(out), host.T.sum(axis=0))
+
+
+# --- negative indices ----------------------------------------------------------------
+
+
+@pytest.fixture
+def debug_backend(backend):
+    """A backend of the same kind with bounds checks: an out-of-bounds access raises."""
+    return type(backend)(debug=True)
+
+
+@kk.kernel
+def previous_element(out, a: kk.Const):
+    i = kk.index(kk.Global)
+    out[i] = a[i - 1]
+
+
+def test_a_negative_index_computed_at_run_time_counts_from_the_end(backend):
+    a = np.arange(10, 20, dtype=np.int32)
+    out = kk.zeros(backend, np.int32, 10)
+    previous_element(backend, 4)(out, kk.to_backend(backend, a), ndrange=10)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(out), np.roll(a, 1))  # out[0] is a[-1]
+
+
+@kk.kernel
+def shifted_2d(out, x: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    out[i - 2, j] = x[i, j - 3]
+
+
+def test_negative_indices_count_from_the_end_of_each_axis_for_loads_and_stores(backend):
+    x = np.arange(5 * 7, dtype=np.float64).reshape(5, 7)
+    out = kk.zeros(backend, np.float64, (5, 7))
+    shifted_2d(backend, (2, 4))(out, kk.to_backend(backend, x), ndrange=(5, 7))
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(out), np.roll(np.roll(x, 3, axis=1), -2, axis=0))
+
+
+@kk.kernel
+def sum_backwards_from_the_end(out, a: kk.Const, weights: kk.Const):
+    i = kk.index(kk.Global)
+    total = 0
+    for k in range(-1, -len(a) - 1, -1):
+        total = total * 10 + a[k] * weights[i]
+    out[i] = total
+
+
+def test_a_loop_counting_down_through_negative_indices_reads_from_the_end(backend):
+    a = np.array([1, 2, 3, 4], np.int64)
+    weights = np.array([1, 2], np.int64)
+    out = kk.zeros(backend, np.int64, 2)
+    sum_backwards_from_the_end(backend, 2)(out, kk.to_backend(backend, a),
+                                           kk.to_backend(backend, weights), ndrange=2)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(out), [4321, 8642])
+
+
+@kk.kernel
+def neighbours_in_local_and_private_memory(out, a: kk.Const):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    shared = kk.localmem(np.int64, 4)
+    shared[li] = a[i]
+    kk.synchronize()
+    mine = kk.private(np.int64, 3)
+    for k in range(3):
+        mine[k] = (k + 1) * 1000
+    out[i] = shared[li - 1] + mine[li % 3 - 3]
+
+
+def test_negative_indices_count_from_the_end_in_local_and_private_memory(backend):
+    a = np.arange(8, dtype=np.int64)
+    out = kk.zeros(backend, np.int64, 8)
+    neighbours_in_local_and_private_memory(backend, 4)(out, kk.to_backend(backend, a), ndrange=8)
+    kk.synchronize(backend)
+    groups = a.reshape(2, 4)
+    expected = np.roll(groups, 1, axis=1).ravel() + np.tile([1000, 2000, 3000, 1000], 2)
+    np.testing.assert_array_equal(kk.to_numpy(out), expected)
+
+
+@kk.kernel
+def count_into_the_last_bins(bins):
+    i = kk.index(kk.Global)
+    kk.atomic_add(bins, i % 2 - 2, 1)
+
+
+def test_atomics_at_negative_indices_update_elements_from_the_end(backend):
+    bins = kk.zeros(backend, np.int32, 5)
+    count_into_the_last_bins(backend, 4)(bins, ndrange=12)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(bins), [0, 0, 0, 6, 6])
+
+
+def test_a_debug_backend_accepts_negative_indices_down_to_minus_the_extent(debug_backend):
+    a = np.arange(10, 20, dtype=np.int32)
+    out = kk.zeros(debug_backend, np.int32, 10)
+    previous_element(debug_backend, 4)(out, kk.to_backend(debug_backend, a), ndrange=10)
+    kk.synchronize(debug_backend)
+    np.testing.assert_array_equal(kk.to_numpy(out), np.roll(a, 1))
+
+
+@kk.kernel
+def read_before_the_start(out, a: kk.Const, offset):
+    i = kk.index(kk.Global)
+    out[i] = a[i - offset]
+
+
+def test_a_debug_backend_reports_an_index_below_minus_the_extent_as_written(debug_backend):
+    a = kk.to_backend(debug_backend, np.arange(8, dtype=np.int32))
+    out = kk.zeros(debug_backend, np.int32, 8)
+    with pytest.raises(IndexError) as info:
+        read_before_the_start(debug_backend, 4)(out, a, 9, ndrange=8)
+        kk.synchronize(debug_backend)
+    message = str(info.value)
+    assert "read_before_the_start" in message and "(8,)" in message
+    assert "index -9 " in message  # as written, not after adding the extent
+
+
+@kk.kernel
+def read_at_unsigned_index(out, a: kk.Const, position):
+    i = kk.index(kk.Global)
+    out[i] = a[position - np.uint8(1)]
+
+
+def test_an_unsigned_index_never_counts_from_the_end(debug_backend):
+    a = kk.to_backend(debug_backend, np.arange(8, dtype=np.int32))
+    out = kk.zeros(debug_backend, np.int32, 1)
+    read_at_unsigned_index(debug_backend, 1)(out, a, np.uint8(3), ndrange=1)
+    kk.synchronize(debug_backend)
+    np.testing.assert_array_equal(kk.to_numpy(out), [2])
+    with pytest.raises(IndexError) as info:
+        # uint8 0 - 1 is 255: past the end, not the last element.
+        read_at_unsigned_index(debug_backend, 1)(out, a, np.uint8(0), ndrange=1)
+        kk.synchronize(debug_backend)
+    assert "index 255 " in str(info.value)
+
+
+@kk.kernel
+def indices_of_every_kind(out, a: kk.Const, n):
+    i = kk.index(kk.Global)
+    li = kk.index(kk.Local)
+    total = a[i] + a[i + 1] + a[li * 2] + a[i // 2] + a[i % 4] + a[len(a) - 1]
+    for k in range(len(a)):
+        total += a[k]
+    for k in range(n, -1, -1):
+        total += a[k]
+    out[i] = total + a[i - 1] + a[n]
+
+
+def test_only_indices_that_may_be_negative_are_wrapped():
+    from kernelkit.compiler.lowering import NonNegative
+    from kernelkit.frontend.translate import translate_kernel
+    from kernelkit.ir import types as T
+
+    array = T.ArrayType(T.int64, 1, "C")
+    kernel = translate_kernel(indices_of_every_kind.function,
+                              (array, T.ArrayType(T.int64, 1, "C", const=True), T.weak_int), (4,))
+    function = kernel.kernel
+    non_negative = NonNegative(function)
+    loads = [op for block in function.blocks for op in block.ops if op.opcode == "load"]
+    # a[i], a[i + 1], a[li * 2], a[i // 2], a[i % 4], a[k] counting up: never negative;
+    # a[len(a) - 1], a[k] counting down, a[i - 1], a[n]: may be.
+    assert [non_negative(op.operands[1]) for op in loads] == \
+        [True, True, True, True, True, False, True, False, False, False]
