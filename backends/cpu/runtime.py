@@ -37,6 +37,9 @@ from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, element_s
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
+from . import fault
+from .fault import running
+
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
 _INLINE_ITEMS = 1 << 14          # a first launch this small runs on the calling thread
 _INLINE_SECONDS = 200e-6
@@ -65,8 +68,13 @@ class PreparedKernel:
     compiled: object
     uses_print: bool
     debug: bool
+    description: ctypes.Array  # the kernel's name and file, for the fault handler
     seconds_per_group: float = 0.0   # measured on earlier launches; 0: not yet
     geometry: dict = field(default_factory=dict)  # ndrange -> (header, groups, items)
+    described: int = field(init=False, default=0)   # the description's address
+
+    def __post_init__(self):
+        self.described = ctypes.addressof(self.description)
 
 
 class CPU(Backend):
@@ -87,6 +95,7 @@ class CPU(Backend):
         from kernelkit.compiler import driver  # noqa: F401
         from .target import CPUTarget
         self._target = CPUTarget.host()
+        fault.install()
 
     def __repr__(self) -> str:
         return f"CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
@@ -180,10 +189,12 @@ class CPU(Backend):
 
     def prepare(self, compiled, argtypes, ndim):
         layout = ArgumentLayout(argtypes, ndim)
-        names = list(inspect.signature(compiled.job.source.function).parameters)
-        return PreparedKernel(compiled.job.source.function.__name__, _ENTRY(compiled.entry),
-                              layout, argtypes, _packer(argtypes, names), compiled,
-                              compiled.uses_print, compiled.job.config.debug)
+        function = compiled.job.source.function
+        names = list(inspect.signature(function).parameters)
+        return PreparedKernel(function.__name__, _ENTRY(compiled.entry), layout, argtypes,
+                              _packer(argtypes, names), compiled, compiled.uses_print,
+                              compiled.job.config.debug,
+                              fault.description(function.__name__, function))
 
     def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
         geometry = prepared.geometry.get(ndrange)
@@ -239,6 +250,7 @@ def _packer(argtypes, names):
 
 def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int) -> None:
     """Run work-groups [first, end) and fold their time into the kernel's estimate."""
+    running[0] = prepared.described   # for the fault handler (`fault.py`)
     start = time.perf_counter()
     prepared.function(packed, first, end)
     per_group = (time.perf_counter() - start) / (end - first)
