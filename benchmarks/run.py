@@ -20,6 +20,9 @@ PyTorch on the GPU. On the GPU, memory-bound cases are also measured against the
 device-to-device copy bandwidth of the same run (the driver's memcpy of a buffer the
 size of saxpy's arrays), counting bytes read and written.
 
+The `_debug` cases run a case again on a backend with bounds checks (`debug=True`, as
+KERNELKIT_DEBUG=1 gives), so the table shows what leaving them on costs.
+
 Targets are printed next to the results and marked PASS or FAIL; they are goals for the
 implementation, not assertions. The exit status is 1 only when a case fails to run or
 computes a wrong result.
@@ -371,6 +374,20 @@ def bench_stencil(ctx: Context) -> Measurement:
                               bytes_moved=4 * (edge * edge + interior))
 
 
+def with_bounds_checks(bench: Callable[[Context], Measurement]) -> Callable[[Context], Measurement]:
+    """`bench` on a backend of the same kind with every array access checked
+    (`debug=True`, as KERNELKIT_DEBUG=1 gives): next to the plain case, what leaving the
+    checks on costs."""
+    def run(ctx: Context) -> Measurement:
+        backend = ctx.backend
+        if isinstance(backend, kk.CPU):
+            checked = kk.CPU(threads=backend.threads, debug=True)
+        else:
+            checked = type(backend)(device=backend.device, debug=True)
+        return bench(dataclasses.replace(ctx, backend=checked))
+    return run
+
+
 def calls_per_run(ctx: Context, bytes_moved: int) -> int:
     """The calls each timed run of a memory-bound case makes: `ctx.sizes.calls`, times as
     many as it takes to move the bytes of that many device copies (`device_copy_bandwidth`),
@@ -577,6 +594,8 @@ CASES = (
     Case("copy", "ms", {"cuda": BandwidthTarget(0.9)}, bench_copy),
     Case("stencil", "ms", {"cpu": RatioTarget(1.1), "cuda": BandwidthTarget(0.85)},
          bench_stencil),
+    Case("saxpy_debug", "ms", {}, with_bounds_checks(bench_saxpy)),
+    Case("stencil_debug", "ms", {}, with_bounds_checks(bench_stencil)),
     Case("matmul_naive", "ms", {"cpu": RatioTarget(1.5)}, bench_matmul_naive),
     Case("matmul_tiled", "ms", {"cpu": RatioTarget(1.5)}, bench_matmul_tiled),
     Case("sum", "ms", {}, bench_sum),
