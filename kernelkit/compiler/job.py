@@ -106,6 +106,12 @@ def _constant_key(value, seen: frozenset):
             return ("function", value.__module__, value.__qualname__)
         return ("function", value.__module__, value.__qualname__, source_hash(value),
                 captured_constants(value, seen))
+    if isinstance(value, np.ufunc):
+        return ("ufunc", value.__name__)
+    if inspect.isbuiltin(value) or inspect.isclass(value):
+        # A function of Python or NumPy the language compiles (math.sqrt, abs), or a
+        # type used as a cast (np.float32, int): by name, as the frontend finds it.
+        return ("builtin", getattr(value, "__module__", None), value.__qualname__)
     return None
 
 

@@ -133,3 +133,23 @@ def test_functions_and_constants_read_through_a_module_are_part_of_the_source(tm
     after_constant = job(through_module, (F32_ARRAY,))
     sys.modules.pop("job_helpers", None)
     assert len({before, after_callee, after_constant}) == 3
+
+
+def test_closures_calling_different_builtin_functions_give_different_jobs():
+    import math
+    jobs = {job(make_applier(function), (F32_ARRAY,))
+            for function in (math.sqrt, math.exp, abs, np.sin, np.cos, np.float32, np.float64)}
+    assert len(jobs) == 7
+
+
+def test_a_captured_builtin_function_is_the_one_the_compiled_kernel_calls():
+    import math
+    x = np.array([4.0, 9.0], dtype=np.float32)
+    results = []
+    for function in (math.sqrt, math.exp):
+        y = x.copy()
+        kk.kernel(make_applier(function))(kk.CPU(threads=1), 2)(y, ndrange=2)
+        kk.synchronize(kk.CPU(threads=1))
+        results.append(y)
+    assert results[0].tolist() == [2.0, 3.0]
+    np.testing.assert_allclose(results[1], np.exp(x), rtol=1e-6)
