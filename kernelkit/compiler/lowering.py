@@ -526,12 +526,13 @@ def _is_unsigned_index(value: Value) -> bool:
 
 class NonNegative:
     """Which integer values of a function are never negative, so that indexing with them
-    needs no wrapping: constants >= 0, work-item geometry, array extents, unsigned
-    numbers widened, and what 64-bit arithmetic that cannot turn them negative (without
-    overflowing 64 bits) makes of them; a block parameter (a loop counter) when every
-    value passed to it is, assuming it is itself (counting up from 0 by steps >= 0).
-    Narrower integers wrap around in NumPy's arithmetic, so their sums and products are
-    not assumed non-negative."""
+    needs no wrapping. A value's lower bound, where one is known: constants; 0 for
+    work-item geometry, array extents and unsigned numbers widened; and what 64-bit
+    arithmetic makes of bounds, assuming it does not overflow 64 bits (`i + 1 - 1` is
+    never negative, as a stencil's `u[r - 1, c]` with `r = i + 1`). A block parameter (a
+    loop counter) is never negative when every value passed to it is, assuming it is
+    itself (counting up from 0 by steps >= 0). Narrower integers wrap around in NumPy's
+    arithmetic, so their sums and products have no bound."""
 
     def __init__(self, function: Function):
         incoming: dict[BlockParam, list[Value]] = {}
@@ -543,53 +544,69 @@ class NonNegative:
         entry_params = set(function.entry.params) if function.blocks else set()
         self.assumed = {p for p in incoming if p not in entry_params and _is_integer(p.type)}
         while True:
-            self.memo: dict[Value, bool] = {}
+            self.memo: dict[Value, int | None] = {}
             dropped = {p for p in self.assumed if not all(self(a) for a in incoming[p])}
             if not dropped:
                 return
             self.assumed -= dropped
 
-    def __call__(self, value: Value, depth: int = 0) -> bool:
-        known = self.memo.get(value)
-        if known is None:
-            known = self.memo[value] = depth < 64 and self.decide(value, depth + 1)
-        return known
+    def __call__(self, value: Value) -> bool:
+        bound = self.lower_bound(value)
+        return bound is not None and bound >= 0
 
-    def decide(self, value: Value, depth: int) -> bool:
+    def lower_bound(self, value: Value, depth: int = 0) -> int | None:
+        if value not in self.memo:
+            self.memo[value] = self.decide(value, depth + 1) if depth < 64 else None
+        return self.memo[value]
+
+    def decide(self, value: Value, depth: int) -> int | None:
         if not _is_integer(value.type):
-            return False
+            return None
         if not value.type.is_signed:
-            return True
+            return 0
         if isinstance(value, BlockParam):
-            return value in self.assumed
+            return 0 if value in self.assumed else None
         opcode, operands = value.opcode, value.operands
         if opcode == "const":
-            return value.attrs["value"] >= 0
+            return value.attrs["value"]
         if opcode in ("local_id", "group_id", "ndrange", "dim"):
-            return True
+            return 0
         if opcode == "cast":
             source = operands[0].type
             if not isinstance(source, T.ScalarType) or source.is_float:
-                return False
+                return None
             if not source.is_signed:
-                return source.bits < value.type.bits   # zero-extended, below the sign bit
-            return source.bits <= value.type.bits and self(operands[0], depth)
+                return 0 if source.bits < value.type.bits else None  # below the sign bit
+            return self.lower_bound(operands[0], depth) \
+                if source.bits <= value.type.bits else None
         if opcode == "extract":
             tuple_op = operands[0]
-            return isinstance(tuple_op, Op) and tuple_op.opcode == "tuple" and \
-                self(tuple_op.operands[value.attrs["index"]], depth)
-        both = len(operands) == 2 and self(operands[0], depth) and self(operands[1], depth)
-        if opcode in ("add", "mul"):
-            return value.type.bits == 64 and both
-        if opcode in ("floordiv", "shr", "min", "or", "xor"):
-            return both
+            if isinstance(tuple_op, Op) and tuple_op.opcode == "tuple":
+                return self.lower_bound(tuple_op.operands[value.attrs["index"]], depth)
+            return None
+        bounds = [self.lower_bound(v, depth) for v in operands]
+        known = [b for b in bounds if b is not None]
+        if opcode == "add" and value.type.bits == 64 and len(known) == 2:
+            return known[0] + known[1]
+        if opcode == "sub" and value.type.bits == 64 and bounds[0] is not None \
+                and isinstance(operands[1], Op) and operands[1].opcode == "const":
+            return bounds[0] - operands[1].attrs["value"]
+        never_negative = len(known) == len(bounds) and min(known) >= 0
+        if opcode == "mul" and value.type.bits == 64 and never_negative:
+            return known[0] * known[1]
+        if opcode in ("floordiv", "shr", "or", "xor") and never_negative:
+            return 0
+        if opcode == "min" and len(known) == 2:
+            return min(known)
         if opcode == "mod":
-            return self(operands[1], depth)   # Python's %: the sign of the divisor
-        if opcode in ("max", "and"):
-            return self(operands[0], depth) or self(operands[1], depth)
-        if opcode == "select":
-            return self(operands[1], depth) and self(operands[2], depth)
-        return False
+            return 0 if bounds[1] is not None and bounds[1] >= 0 else None  # Python's %
+        if opcode == "max" and known:
+            return max(known)
+        if opcode == "and" and any(b >= 0 for b in known):
+            return 0
+        if opcode == "select" and bounds[1] is not None and bounds[2] is not None:
+            return min(bounds[1], bounds[2])
+        return None
 
 
 def _is_integer(type: T.IRType) -> bool:

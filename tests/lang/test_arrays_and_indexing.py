@@ -695,7 +695,8 @@ def indices_of_every_kind(out, a: kk.Const, n):
         total += a[k]
     for k in range(n, -1, -1):
         total += a[k]
-    out[i] = total + a[i - 1] + a[n]
+    r = i + 1
+    out[i] = total + a[i - 1] + a[n] + a[r - 1] + a[r - 2]
 
 
 def test_only_indices_that_may_be_negative_are_wrapped():
@@ -710,6 +711,7 @@ def test_only_indices_that_may_be_negative_are_wrapped():
     non_negative = NonNegative(function)
     loads = [op for block in function.blocks for op in block.ops if op.opcode == "load"]
     # a[i], a[i + 1], a[li * 2], a[i // 2], a[i % 4], a[k] counting up: never negative;
-    # a[len(a) - 1], a[k] counting down, a[i - 1], a[n]: may be.
+    # a[len(a) - 1], a[k] counting down, a[i - 1], a[n], a[i + 1 - 2]: may be; a[i + 1 - 1]
+    # is never negative.
     assert [non_negative(op.operands[1]) for op in loads] == \
-        [True, True, True, True, True, False, True, False, False, False]
+        [True, True, True, True, True, False, True, False, False, False, True, False]
