@@ -107,7 +107,7 @@ def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType 
 
 def read_only_argument(name: str, kernel: str, why: str) -> LaunchError:
     """The error for a read-only array passed for a parameter that is not kk.Const."""
-    return LaunchError(f"kernel '{kernel}': argument '{name}' is a read-only array ({why}) "
+    return LaunchError(f"kernel '{kernel}': argument '{name}' is read-only ({why}) "
                        f"and parameter '{name}' is not annotated kk.Const, so the kernel may "
                        f"write it\n  hint: annotate the parameter '{name}: kk.Const' if the "
                        f"kernel only reads it; otherwise pass a writable copy")
