@@ -333,6 +333,8 @@ class FunctionTranslator:
         if not counter_type.is_integer or counter_type.weak:
             return T.weak_int   # all bools and Python ints, or int64 with uint64
         low, high = _integer_range(counter_type)
+        if (low, high) == _integer_range(T.int64):
+            return counter_type   # holds every Python int a kernel has
         for bound in bounds:
             bound_type = bound.type
             if not bound_type.weak:

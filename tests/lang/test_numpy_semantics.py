@@ -8,6 +8,7 @@ plausible wrong one (a literal converted to the element type first, a strong int
 extent, bools added as ints, math computed in float32)."""
 import math
 import os
+import re
 
 import numpy as np
 import pytest
@@ -176,6 +177,25 @@ def test_range_over_constant_bounds_of_mixed_signedness_counts_like_python(backe
     (out,) = launch(backend, count_constant_ranges, [np.zeros(3, np.int64)], n=1)
     np.testing.assert_array_equal(out, [len(range(-2, 3)), len(range(2, -3, -1)),
                                         len(range(250, 300))])
+
+
+@kk.kernel
+def grid_stride_sum(out, x: kk.Const, n):
+    i = kk.index(kk.Global)
+    total = 0.0
+    for p in range(i, n, kk.ndrange()[0]):
+        total += x[p]
+    out[i] = total
+
+
+def test_an_int64_range_with_python_int_bounds_keeps_an_int64_counter(backend):
+    x = np.arange(10, dtype=np.float64)
+    args = (np.zeros(4), x, len(x))
+    ir = kk.code_ir(grid_stride_sum, kk.CPU(), *args, ndrange=4, workgroupsize=4)
+    block_params = re.findall(r"%\d+: (\w+)", ir.split("\n^bb1", 1)[1])
+    assert "i64" in block_params and "int" not in block_params
+    (out,) = launch(backend, grid_stride_sum, [args[0]], x, len(x), n=4)
+    np.testing.assert_array_equal(out, [sum(x[k::4]) for k in range(4)])
 
 
 # --- len(a) and a.shape are Python ints ------------------------------------------------
