@@ -14,8 +14,11 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 
 from kernelkit.compiler.target import Target
+from kernelkit.errors import BackendError
 
 from .group import GroupFunctionBuilder
+from .object_symbols import undefined_symbols
+from .runtime_library import runtime_library
 
 @functools.lru_cache(maxsize=1)
 def _initialize_llvm() -> None:
@@ -72,7 +75,7 @@ class CPUTarget(Target):
         return self.machine(job.config.opt_level).emit_object(llvm_module)
 
     def load(self, artifact: bytes, job) -> int:
-        return _loader.load(artifact, entry_symbol(job))
+        return _loader.load(artifact, entry_symbol(job), job.source.qualname)
 
     def assembly(self, llvm_module, job) -> str:
         return self.machine(job.config.opt_level).emit_assembly(llvm_module)
@@ -88,20 +91,30 @@ def entry_symbol(job) -> str:
 
 class _Loader:
     """Loads object files into JIT engines (one per object file: an engine that has been
-    finalized does not reliably take more objects)."""
+    finalized does not reliably take more objects).
+
+    The engine binds each function the object code calls to the address the process has
+    for its name, or to 0 without a word where it has none, so every name is checked
+    first: the libcalls LLVM emits on this host are provided (`runtime_library.py`), and
+    any other missing name is a BackendError instead of a jump to address 0."""
 
     def __init__(self):
         self.engines: list = []
         self.symbols: dict[str, int] = {}
         self.lock = threading.Lock()
 
-    def load(self, artifact: bytes, symbol: str) -> int:
+    def load(self, artifact: bytes, symbol: str, kernel: str) -> int:
+        """The address of `symbol` in `artifact`, the object code of `kernel` (a name for
+        errors)."""
         with self.lock:
             if symbol in self.symbols:
                 return self.symbols[symbol]
             _initialize_llvm()
+            runtime_library()
+            # Creating an engine also makes the process's own symbols searchable.
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
                                                 CPUTarget.host().machine())
+            _check_resolvable(artifact, kernel)
             object_file = llvm.ObjectFileRef.from_data(artifact)
             engine.add_object_file(object_file)
             engine.finalize_object()
@@ -110,6 +123,19 @@ class _Loader:
             self.engines.append((engine, object_file))
             self.symbols[symbol] = address
             return address
+
+
+def _check_resolvable(artifact: bytes, kernel: str) -> None:
+    missing = sorted(name for name in undefined_symbols(artifact)
+                     if not llvm.address_of_symbol(name))
+    if missing:
+        raise BackendError(
+            f"the native code of kernel '{kernel}' calls {', '.join(missing)}, which nothing "
+            f"in this process provides (a runtime-library function LLVM emits for some "
+            f"operation on this CPU, {llvm.get_host_cpu_name()}). This is a kernelkit bug: "
+            f"please report it with the kernel's LLVM IR (kk.code_llvm). Until it is fixed, "
+            f"avoid the operation in the kernel that needs it (for instance a conversion "
+            f"between float16 and another type).")
 
 
 _loader = _Loader()
@@ -151,7 +177,8 @@ def spin_while_equal_address() -> int:
     module = llvm.parse_assembly(text)
     module.triple = target.triple()
     module.verify()
-    return _loader.load(target.machine().emit_object(module), "kernelkit_spin_while_equal")
+    return _loader.load(target.machine().emit_object(module), "kernelkit_spin_while_equal",
+                        "kernelkit_spin_while_equal")
 
 
 __all__ = ["CPUTarget"]
