@@ -876,7 +876,13 @@ def lower_math(builder: ir.IRBuilder, name: str, args: list, type: T.ScalarType,
         infinity = ir.Constant(x.type, float("inf"))
         return builder.fcmp_ordered("==" if name == "isinf" else "<", magnitude, infinity)
     if name in ("fmin", "fmax"):
-        return call_intrinsic(builder, "llvm.minnum" if name == "fmin" else "llvm.maxnum", args)
+        # NumPy's rule, with no choice left open between +0.0 and -0.0 (LLVM's minnum
+        # leaves it, so the folded and the computed result could differ): the first
+        # argument unless the second is smaller (larger) or the first is NaN.
+        first, second = args
+        keeps = builder.fcmp_ordered("<=" if name == "fmin" else ">=", first, second)
+        keeps = builder.or_(keeps, builder.fcmp_unordered("uno", second, second))
+        return builder.select(keeps, first, second)
     return library(builder, name, args, type)
 
 

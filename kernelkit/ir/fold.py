@@ -25,10 +25,21 @@ _UNARY = {"neg": np.negative, "not": np.logical_not, "invert": np.invert, "abs":
 # (exp, sin, pow ...) differ by an ulp between NumPy, the host's libm and libdevice, so
 # they are left to run time: a kernel gives the same answer whether its argument is a
 # constant or not.
+def _fmin(first, second):
+    """The first argument unless the second is smaller or the first is NaN: NumPy's
+    rule, with +0.0 and -0.0 settled as the kernels compute it (NumPy's own choice
+    between them differs from one dtype to another)."""
+    return first if first <= second or np.isnan(second) else second
+
+
+def _fmax(first, second):
+    return first if first >= second or np.isnan(second) else second
+
+
 EXACT_MATH_UFUNCS = {
     "sqrt": np.sqrt, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-    "rint": np.rint, "fmod": np.fmod, "copysign": np.copysign, "fmin": np.fmin,
-    "fmax": np.fmax, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "rint": np.rint, "fmod": np.fmod, "copysign": np.copysign, "fmin": _fmin,
+    "fmax": _fmax, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
 }
 
 
@@ -84,8 +95,6 @@ def fold(opcode: str, attrs: dict, operands: list, operand_types: list[IRType],
             elif opcode == "select":
                 result = args[1] if args[0] else args[2]
             elif opcode == "math" and attrs["name"] in EXACT_MATH_UFUNCS:
-                if attrs["name"] in ("fmin", "fmax") and args[0] == args[1]:
-                    return None   # 0.0 and -0.0: either may come back at run time
                 result = EXACT_MATH_UFUNCS[attrs["name"]](*args)
             else:
                 return None

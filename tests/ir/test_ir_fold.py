@@ -158,6 +158,8 @@ def test_exactly_rounded_math_functions_fold(name, operands, expected):
     assert fold("math", {"name": name}, operands, [T.float32] * len(operands), T.float32) == expected
 
 
-def test_fmin_and_fmax_of_zeros_of_both_signs_are_left_to_run_time():
-    assert fold("math", {"name": "fmin"}, [0.0, -0.0], [T.float64] * 2, T.float64) is None
-    assert fold("math", {"name": "fmax"}, [-0.0, 0.0], [T.float64] * 2, T.float64) is None
+def test_fmin_and_fmax_of_zeros_of_both_signs_fold_to_the_first_as_they_compute():
+    for name in ("fmin", "fmax"):
+        for first, second in ((0.0, -0.0), (-0.0, 0.0)):
+            folded = fold("math", {"name": name}, [first, second], [T.float64] * 2, T.float64)
+            assert math.copysign(1.0, folded) == math.copysign(1.0, first)
