@@ -96,9 +96,9 @@ def _truncate_to_half(b: ir.IRBuilder, bits, source: _BinaryFormat):
     significand = b.or_(b.and_(magnitude, const((1 << source.mantissa_bits) - 1)),
                         const(1 << source.mantissa_bits))
     shift = b.sub(const(source.exponent_bias + source.mantissa_bits - 24), exponent)
-    most = const(source.mantissa_bits + 2)
-    in_range = b.icmp_unsigned("<", b.sub(shift, const(1)), b.sub(most, const(1)))
-    shift = b.select(in_range, shift, most)
+    most = source.mantissa_bits + 2
+    in_range = b.icmp_unsigned("<", b.sub(shift, const(1)), const(most - 1))
+    shift = b.select(in_range, shift, const(most))
     subnormal = _round_to_nearest_even(
         b, b.lshr(significand, shift),
         b.and_(significand, b.sub(b.shl(const(1), shift), const(1))),

@@ -100,6 +100,7 @@ class _Loader:
 
     def __init__(self):
         self.engines: list = []
+        self.object_files: list = []
         self.symbols: dict[str, int] = {}
         self.lock = threading.Lock()
 
@@ -111,16 +112,19 @@ class _Loader:
                 return self.symbols[symbol]
             _initialize_llvm()
             runtime_library()
-            # Creating an engine also makes the process's own symbols searchable.
+            # Creating an engine also makes the process's own symbols searchable. It is
+            # kept even where the object code is refused: each engine owns the one cached
+            # target machine, and freeing an engine would free that.
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
                                                 CPUTarget.host().machine())
+            self.engines.append(engine)
             _check_resolvable(artifact, kernel)
             object_file = llvm.ObjectFileRef.from_data(artifact)
             engine.add_object_file(object_file)
+            self.object_files.append(object_file)
             engine.finalize_object()
             address = engine.get_function_address(symbol)
             assert address, f"symbol {symbol} not found after loading its object file"
-            self.engines.append((engine, object_file))
             self.symbols[symbol] = address
             return address
 
