@@ -24,7 +24,8 @@ import signal
 import sys
 import threading
 
-_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
+                 if hasattr(signal, name))
 _ACTION_BYTES = 256     # room for any libc's struct sigaction, kept as opaque bytes
 _SA_SIGINFO = 4
 _SA_ONSTACK = 0x08000000
