@@ -87,6 +87,11 @@ class Kernel:
                                     "kernel's source") from error
 
 
+MAX_SPECIALIZATIONS = 256
+"""Prepared specializations a kernel keeps (each also keeps its backend alive); past
+that it forgets them and prepares again from the compiler's cache."""
+
+
 def _plain(size) -> bool:
     """None, an int or a tuple of ints, exactly (a bool equals an int but is refused)."""
     kind = type(size)
@@ -190,6 +195,8 @@ class Launcher:
             argtypes = kernel.argument_types(backend, args)
             compiled = kernel.specialize(backend, argtypes, workgroupsize)
             prepared = backend.prepare(compiled, argtypes, len(ndrange))
+            if len(kernel._specializations) >= MAX_SPECIALIZATIONS:
+                kernel._specializations.clear()   # e.g. a new backend for every launch
             kernel._specializations[key] = prepared
         return prepared
 

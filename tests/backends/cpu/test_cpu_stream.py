@@ -192,3 +192,13 @@ def test_launches_on_a_new_backend_each_time_run_in_order_on_a_bounded_pool_of_t
     kk.synchronize(kk.CPU(threads=4))
     assert threading.active_count() - before <= 3
     np.testing.assert_array_equal(y, np.full(n, 200, np.float32))
+
+
+def test_a_kernel_launched_on_a_new_backend_each_time_keeps_a_bounded_number_of_them():
+    from kernelkit.lang.kernel import MAX_SPECIALIZATIONS
+    y, x = np.zeros(4, np.float32), np.ones(4, np.float32)
+    for _ in range(MAX_SPECIALIZATIONS + 20):
+        saxpy(kk.CPU(threads=1), 4)(y, 1.0, x, ndrange=4)
+    kk.synchronize(kk.CPU(threads=1))
+    assert len(saxpy._specializations) <= MAX_SPECIALIZATIONS
+    np.testing.assert_array_equal(y, np.full(4, MAX_SPECIALIZATIONS + 20, np.float32))
