@@ -1,0 +1,155 @@
+"""Running one case on the backends and judging the outcome.
+
+`Runner` makes each backend once and reuses it for every case: the CPU, and CUDA as a
+GPU where there is one, or else compile-only for sm_80 and sm_90 (the kernel must
+compile to cubins for both; the launch then stops with `CompileOnlyError`). For each
+case the reference runs first; a kernel the reference refuses (a race, an undefined
+read, a Python error) is the fuzzer's own fault and is reported as `invalid`. Then the
+kernel runs on each backend and gives one `Outcome`:
+
+- `ok`: results equal to the reference's (or compiled, on a compile-only backend);
+- `mismatch`: an output differs (integers and bools exactly; floats bit for bit where
+  the kernel uses no inexact math function, within a relative tolerance where it does;
+  nan equals nan, and -0.0 equals 0.0);
+- `internal-error`: an exception that is not a `CompileError`, or a CompileError that
+  says it is a bug in kernelkit;
+- `compile-error`: a clean CompileError for a kernel that is valid Python of the
+  language (the generator writes only such kernels, so this is a failure too).
+
+Crashes and hangs are seen from outside the process (`__main__`)."""
+from __future__ import annotations
+
+import os
+import tempfile
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+from .generator import ArraySpec, Case, apply_view
+from .reference import forget_module, load_module, run_reference
+
+FAILURES = ("mismatch", "internal-error", "compile-error", "crash", "hang")
+
+# Relative tolerances for floats that came through an inexact math function.
+TOLERANCE = {"float16": 4e-3, "float32": 2e-5, "float64": 1e-12}
+
+
+@dataclass
+class Outcome:
+    seed: int
+    backend: str
+    kind: str          # ok, invalid, or one of FAILURES
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.kind in FAILURES
+
+
+def use_private_cache() -> None:
+    """Fuzz kernels are never launched again: keep them out of the user's disk cache."""
+    if "KERNELKIT_FUZZ_KEEP_CACHE" not in os.environ:
+        os.environ["KERNELKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelkit-fuzz-cache-")
+
+
+def make_backends(names: list[str]) -> dict:
+    """name -> backend, for those of `names` that can at least compile here."""
+    import kernelkit as kk
+    backends = {}
+    for name in names:
+        if name == "cpu":
+            backends["cpu"] = kk.CPU()
+        elif name == "cuda":
+            if kk.backend_unavailable_reason("cuda") is None:
+                backends["cuda"] = kk.make_backend("cuda")
+                continue
+            from backends.cuda.runtime import compile_only_unavailable_reason
+            if compile_only_unavailable_reason() is None:
+                from kernelkit.backend import backend_class
+                backends["cuda-compile-only"] = backend_class("cuda").compile_only("sm_80",
+                                                                                    "sm_90")
+        else:
+            raise ValueError(f"unknown backend {name!r} (cpu or cuda)")
+    return backends
+
+
+class Runner:
+    def __init__(self, backend_names=("cpu", "cuda")):
+        self.backends = make_backends(list(backend_names))
+
+    def run(self, case: Case) -> list[Outcome]:
+        expected = case.arguments()
+        try:
+            run_reference(case, expected)
+        except Exception as error:  # the reference refused the kernel: not kernelkit's fault
+            return [Outcome(case.seed, "reference", "invalid", _describe(error))]
+        namespace = load_module(case.kernel_source(), f"kernelkit_fuzz_{case.seed}")
+        try:
+            kernel = namespace[case.kernel_name]
+            return [self.run_on(name, backend, kernel, case, expected)
+                    for name, backend in self.backends.items()]
+        finally:
+            forget_module(namespace)
+
+    def run_on(self, name, backend, kernel, case, expected) -> Outcome:
+        import kernelkit as kk
+        from kernelkit.errors import CompileError
+        arguments = case.arguments()
+        values, bases = [], []
+        for param, argument in zip(case.params, arguments):
+            if isinstance(param, ArraySpec):
+                base = kk.to_backend(backend, argument[0])
+                bases.append((param, base))
+                values.append(apply_view(base, param.view))
+            else:
+                values.append(argument)
+        try:
+            kernel(backend, case.workgroupsize)(*values, ndrange=case.ndrange)
+            kk.synchronize(backend)
+        except CompileError as error:
+            if "bug in kernelkit" in str(error).lower():
+                return Outcome(case.seed, name, "internal-error", _describe(error))
+            return Outcome(case.seed, name, "compile-error", _describe(error))
+        except Exception as error:
+            if type(error).__name__ == "CompileOnlyError":
+                return Outcome(case.seed, name, "ok", "compiled")
+            return Outcome(case.seed, name, "internal-error", _describe(error, traceback_=True))
+        loose = case.uses_inexact_math()
+        for (param, base), want in zip(bases, [a for a in expected if isinstance(a, tuple)]):
+            if param.role == "in":
+                continue
+            problem = compare(want[0], kk.to_numpy(base), loose)
+            if problem:
+                return Outcome(case.seed, name, "mismatch", f"{param.name}: {problem}")
+        return Outcome(case.seed, name, "ok")
+
+
+def compare(expected: np.ndarray, got: np.ndarray, loose: bool) -> str | None:
+    """None where `got` matches `expected`, else a description of the first differences."""
+    if expected.dtype.kind == "f":
+        both_nan = np.isnan(expected) & np.isnan(got)
+        if loose:
+            tolerance = TOLERANCE[expected.dtype.name]
+            with np.errstate(all="ignore"):
+                close = np.isclose(got.astype(np.float64), expected.astype(np.float64),
+                                   rtol=tolerance, atol=tolerance)
+            same = close | both_nan
+        else:
+            same = (got == expected) | both_nan
+    else:
+        same = got == expected
+    if np.all(same):
+        return None
+    where = np.argwhere(~same)
+    shown = ", ".join(f"[{', '.join(map(str, index))}] expected {expected[tuple(index)]!r} got "
+                      f"{got[tuple(index)]!r}" for index in where[:4])
+    return f"{len(where)} of {expected.size} elements differ: {shown}"
+
+
+def _describe(error: BaseException, traceback_: bool = False) -> str:
+    text = f"{type(error).__name__}: {error}"
+    if traceback_:
+        frames = traceback.extract_tb(error.__traceback__)[-3:]
+        text += "\n" + "".join(traceback.format_list(frames))
+    return text
