@@ -50,8 +50,8 @@ class ScalarSpec:
 class Options:
     float16: bool = False
     specials: bool = True        # nan, inf, -0.0 among float inputs
-    max_statements: int = 7
-    max_depth: int = 3
+    max_statements: int = 6
+    max_depth: int = 2
 
 
 @dataclass
@@ -713,7 +713,7 @@ class Generator:
         return [node]
 
     def block(self, ctx, depth) -> list[ast.stmt]:
-        statements = self.statements(ctx, self.rng.randint(1, 3), depth + 1)
+        statements = self.statements(ctx, self.rng.randint(1, 2), depth + 1)
         if ctx.barriers_allowed() and self.chance(0.3):
             statements += self.emit(ctx, lambda: self.barrier_section(ctx, depth + 1))
         return statements or [ast.Pass()]
@@ -760,7 +760,7 @@ class Generator:
         try:
             if counter is not None:
                 ctx.declare(counter)
-            node.body += self.statements(ctx, self.rng.randint(1, 3), depth + 1)
+            node.body += self.statements(ctx, self.rng.randint(1, 2), depth + 1)
             if barrier_loop and ctx.barriers_left > 0:
                 node.body += self.emit(ctx, lambda: self.barrier_section(ctx, depth + 1))
                 node.body += self.statements(ctx, self.rng.randint(0, 1), depth + 1)

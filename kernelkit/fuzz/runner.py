@@ -75,8 +75,11 @@ def make_backends(names: list[str]) -> dict:
 
 
 class Runner:
-    def __init__(self, backend_names=("cpu", "cuda")):
-        self.backends = make_backends(list(backend_names))
+    """`Runner(["cpu", "cuda"])` makes the backends; `Runner(backends={"cpu": backend})`
+    uses those given."""
+
+    def __init__(self, backend_names=("cpu", "cuda"), backends: dict | None = None):
+        self.backends = backends if backends is not None else make_backends(list(backend_names))
 
     def run(self, case: Case) -> list[Outcome]:
         expected = case.arguments()

@@ -1,0 +1,270 @@
+"""`python -m kernelkit.fuzz`: run seeds, show a seed's kernel, shrink a failing one.
+
+    python -m kernelkit.fuzz --seeds 0:1000 [--jobs 2] [--backend cpu] [--timeout 60]
+    python -m kernelkit.fuzz --show 123
+    python -m kernelkit.fuzz --shrink 123 [--backend cpu]
+
+Seeds run in worker processes (`--worker`), each taking a batch of seeds and keeping
+its backends and compiler warm across them; a worker that crashes or runs a seed past
+`--timeout` seconds is replaced, that seed is reported as a crash or a hang, and the
+batch goes on in the new worker."""
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+
+from .generator import Options, generate
+from .runner import FAILURES, Outcome
+
+
+def parse_seeds(text: str) -> list[int]:
+    seeds = []
+    for part in text.split(","):
+        if ":" in part:
+            start, stop = part.split(":")
+            seeds += range(int(start), int(stop))
+        else:
+            seeds.append(int(part))
+    return seeds
+
+
+def backend_names(text: str) -> list[str]:
+    return ["cpu", "cuda"] if text == "all" else text.split(",")
+
+
+def options_from(args) -> Options:
+    return Options(float16=args.float16)
+
+
+# -- the worker ------------------------------------------------------------------------------
+
+
+def worker(args) -> None:
+    """Read seeds from stdin, one a line; for each, print START, its outcomes, END."""
+    from .runner import Runner, use_private_cache
+    use_private_cache()
+    runner = Runner(backend_names(args.backend))
+    out = sys.stdout
+    for line in sys.stdin:
+        seed = int(line)
+        print(f"START {seed}", file=out, flush=True)
+        try:
+            outcomes = runner.run(generate(seed, options_from(args)))
+        except Exception as error:  # the generator itself failed
+            outcomes = [Outcome(seed, "generator", "invalid", f"{type(error).__name__}: {error}")]
+        for outcome in outcomes:
+            print("RESULT " + json.dumps(outcome.__dict__), file=out, flush=True)
+        print(f"END {seed}", file=out, flush=True)
+
+
+class WorkerProcess:
+    def __init__(self, args):
+        command = [sys.executable, "-m", "kernelkit.fuzz", "--worker", "--backend", args.backend]
+        if args.float16:
+            command.append("--float16")
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.stderr, text=True, bufsize=1)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def send(self, seeds):
+        self.process.stdin.write("".join(f"{s}\n" for s in seeds))
+        self.process.stdin.close()
+
+    def error_tail(self) -> str:
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace").strip().splitlines()
+        return " | ".join(text[-6:])
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def run_batch(seeds: list[int], args, report) -> None:
+    """Run `seeds` in worker processes, replacing one that crashes or hangs."""
+    pending = list(seeds)
+    while pending:
+        worker_process = WorkerProcess(args)
+        worker_process.send(pending)
+        current, started = None, time.monotonic()
+        limit = args.timeout + 20   # the first seed also waits for the worker to start
+        while True:
+            try:
+                line = worker_process.lines.get(timeout=max(0.1, started + limit - time.monotonic()))
+            except queue.Empty:
+                seed = current if current is not None else pending[0]
+                worker_process.kill()
+                report(Outcome(seed, args.backend, "hang",
+                               f"no result after {args.timeout} s"))
+                pending.remove(seed)
+                break
+            if line is None:
+                code = worker_process.process.wait()
+                seed = current if current is not None else (pending[0] if pending else None)
+                if seed is not None:
+                    report(Outcome(seed, args.backend, "crash",
+                                   f"worker exit status {code}: {worker_process.error_tail()}"))
+                    pending.remove(seed)
+                break
+            kind, _, rest = line.partition(" ")
+            if kind == "START":
+                current, started, limit = int(rest), time.monotonic(), args.timeout
+            elif kind == "RESULT":
+                report(Outcome(**json.loads(rest)))
+            elif kind == "END":
+                pending.remove(int(rest))
+                current = None
+        worker_process.kill()
+
+
+def run_seeds(args) -> int:
+    seeds = parse_seeds(args.seeds)
+    batches = [seeds[i:i + args.batch] for i in range(0, len(seeds), args.batch)]
+    work: queue.Queue = queue.Queue()
+    for batch in batches:
+        work.put(batch)
+    lock = threading.Lock()
+    counts: Counter = Counter()
+    failures: dict[int, list[Outcome]] = {}
+    invalid: list[Outcome] = []
+    done_seeds: set[int] = set()
+    start = time.monotonic()
+
+    def report(outcome: Outcome):
+        with lock:
+            counts[(outcome.backend, outcome.kind)] += 1
+            done_seeds.add(outcome.seed)
+            if outcome.failed:
+                failures.setdefault(outcome.seed, []).append(outcome)
+                first_line = outcome.detail.splitlines()[0] if outcome.detail else ""
+                print(f"seed {outcome.seed}: {outcome.backend} {outcome.kind}: {first_line[:300]}",
+                      flush=True)
+            elif outcome.kind == "invalid":
+                invalid.append(outcome)
+                if args.verbose:
+                    print(f"seed {outcome.seed}: invalid ({outcome.backend}): "
+                          f"{outcome.detail[:200]}", flush=True)
+            if not args.quiet and len(done_seeds) % 100 == 0:
+                elapsed = time.monotonic() - start
+                print(f"... {len(done_seeds)} seeds, {len(failures)} failing, "
+                      f"{len(done_seeds) / elapsed:.2f} kernels/s", flush=True)
+
+    def job():
+        while True:
+            try:
+                batch = work.get_nowait()
+            except queue.Empty:
+                return
+            run_batch(batch, args, report)
+
+    threads = [threading.Thread(target=job) for _ in range(args.jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - start
+    print(f"\n{len(seeds)} seeds in {elapsed:.1f} s ({len(seeds) / elapsed:.2f} kernels/s, "
+          f"{args.jobs} job(s)); backend: {args.backend}")
+    for (backend, kind), n in sorted(counts.items()):
+        print(f"  {backend:18} {kind:15} {n}")
+    if invalid:
+        print(f"  {len(invalid)} kernels the reference refused (the fuzzer's fault): "
+              f"{sorted(o.seed for o in invalid)[:20]}")
+    if failures:
+        by_kind: dict = {}
+        for seed, outcomes in failures.items():
+            for outcome in outcomes:
+                by_kind.setdefault(f"{outcome.backend} {outcome.kind}", []).append(seed)
+        print("failing seeds:")
+        for kind, kind_seeds in sorted(by_kind.items()):
+            print(f"  {kind}: {' '.join(map(str, sorted(kind_seeds)))}")
+    return 1 if failures else 0
+
+
+# -- show and shrink --------------------------------------------------------------------------
+
+
+def show(args) -> None:
+    case = generate(args.show, options_from(args))
+    print(describe_case(case))
+
+
+def describe_case(case) -> str:
+    from .generator import ArraySpec
+    lines = [case.kernel_source().rstrip(), "", "# launch:"]
+    for param, value in zip(case.params, case.arguments()):
+        if isinstance(param, ArraySpec):
+            view = f"{param.name}_base{param.view}" if param.view else f"{param.name}_base"
+            lines.append(f"#   {param.name} = {view}  # base {param.dtype} {param.base_shape} "
+                         f"({param.role}): {value[0].ravel()[:8].tolist()}...")
+        else:
+            lines.append(f"#   {param.name} = {value!r}")
+    lines.append(f"#   {case.kernel_name}(backend, {case.workgroupsize})"
+                 f"({', '.join(p.name for p in case.params)}, ndrange={case.ndrange})")
+    return "\n".join(lines)
+
+
+def shrink_seed(args) -> int:
+    from .shrink import shrink
+    case = generate(args.shrink, options_from(args))
+    result = shrink(case, backend_names(args.backend), args.timeout, log=print)
+    if result is None:
+        print(f"seed {args.shrink} does not fail on {args.backend}")
+        return 0
+    case, outcome = result
+    print(f"\n# minimal kernel of seed {args.shrink}: {outcome.backend} {outcome.kind}")
+    print(f"# {outcome.detail.splitlines()[0] if outcome.detail else ''}")
+    print(describe_case(case))
+    return 1
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelkit.fuzz",
+                                     description="Differential fuzzing of kernelkit's backends "
+                                                 "against a plain-Python reference.")
+    parser.add_argument("--seeds", default="0:100", help="a:b, or a list a,b,c (default 0:100)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes at once")
+    parser.add_argument("--backend", default="all", help="cpu, cuda or all (default)")
+    parser.add_argument("--timeout", type=float, default=60,
+                        help="seconds a seed may take before it counts as a hang")
+    parser.add_argument("--batch", type=int, default=200, help="seeds per worker process")
+    parser.add_argument("--float16", action="store_true", help="float16 values too")
+    parser.add_argument("--show", type=int, metavar="SEED", help="print a seed's kernel")
+    parser.add_argument("--shrink", type=int, metavar="SEED",
+                        help="reduce a failing seed's kernel while it fails the same way")
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--run-case", metavar="FILE", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+    if args.run_case:
+        from .shrink import run_pickled_case
+        return run_pickled_case(args.run_case, backend_names(args.backend))
+    if args.show is not None:
+        show(args)
+        return 0
+    if args.shrink is not None:
+        return shrink_seed(args)
+    return run_seeds(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
