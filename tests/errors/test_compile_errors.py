@@ -5,6 +5,7 @@ and the offending line by number and by text; the backend stays usable afterward
 Each faulty kernel is defined inside its test, so a kernel that wrongly failed at
 definition time fails only that test.
 """
+import functools
 import os
 
 import numpy as np
@@ -12,23 +13,11 @@ import pytest
 
 import kernelkit as kk
 
+import source_lines
+
 THIS_FILE = os.path.basename(__file__)
-
-
-def line_starting_with(text):
-    """The 1-based number of the only line of this file whose stripped text starts with `text`."""
-    with open(__file__) as source:
-        numbers = [n for n, line in enumerate(source, 1) if line.strip().startswith(text)]
-    assert len(numbers) == 1, f"{text!r} should start exactly one line of {THIS_FILE}, found {numbers}"
-    return numbers[0]
-
-
-def assert_points_at(error, kernel_name, line_text):
-    """The message names the kernel, file:line of the line starting with line_text, and that line's text."""
-    message = str(error)
-    assert kernel_name in message
-    assert f"{THIS_FILE}:{line_starting_with(line_text)}" in message
-    assert line_text in message
+line_starting_with = functools.partial(source_lines.line_starting_with, __file__)
+assert_points_at = functools.partial(source_lines.assert_points_at, path=__file__)
 
 
 def inputs(backend, n=8):

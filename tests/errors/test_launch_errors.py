@@ -2,7 +2,7 @@
 static sizes, and IndexError from a bounds-checking (debug=True) backend for an
 out-of-bounds access, with a message naming kernel, line, index and shape, and no
 memory written out of bounds. The backend stays usable after every error."""
-import os
+import functools
 import re
 
 import numpy as np
@@ -10,21 +10,15 @@ import pytest
 
 import kernelkit as kk
 
-THIS_FILE = os.path.basename(__file__)
+import source_lines
+
+line_starting_with = functools.partial(source_lines.line_starting_with, __file__)
 
 
 @pytest.fixture
 def debug_backend(backend):
     """A backend of the same kind with bounds checks: an out-of-bounds access raises."""
     return type(backend)(debug=True)
-
-
-def line_starting_with(text):
-    """The 1-based number of the only line of this file whose stripped text starts with `text`."""
-    with open(__file__) as source:
-        numbers = [n for n, line in enumerate(source, 1) if line.strip().startswith(text)]
-    assert len(numbers) == 1, f"{text!r} should start exactly one line of {THIS_FILE}, found {numbers}"
-    return numbers[0]
 
 
 @kk.kernel

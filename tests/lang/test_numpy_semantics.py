@@ -6,8 +6,8 @@ arithmetic on bools, and math.* as Python's float64 functions.
 Each test uses values for which the rule it checks gives another answer than the
 plausible wrong one (a literal converted to the element type first, a strong int64
 extent, bools added as ints, math computed in float32)."""
+import functools
 import math
-import os
 import re
 
 import numpy as np
@@ -16,7 +16,10 @@ import pytest
 import kernelkit as kk
 from kernelkit.frontend.intrinsics import BINARY_MATH, PREDICATES, UNARY_MATH
 
-THIS_FILE = os.path.basename(__file__)
+import source_lines
+
+line_starting_with = functools.partial(source_lines.line_starting_with, __file__)
+assert_points_at = functools.partial(source_lines.assert_points_at, path=__file__)
 INTEGER_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 
 
@@ -29,20 +32,6 @@ def launch(backend, kernel, outputs, *inputs, n=None):
     kernel(backend, 4)(*on_backend, *args, ndrange=n)
     kk.synchronize(backend)
     return [kk.to_numpy(a) for a in on_backend]
-
-
-def line_starting_with(text):
-    with open(__file__) as source:
-        numbers = [n for n, line in enumerate(source, 1) if line.strip().startswith(text)]
-    assert len(numbers) == 1, f"{text!r} should start exactly one line of {THIS_FILE}"
-    return numbers[0]
-
-
-def assert_points_at(error, kernel_name, line_text):
-    message = str(error)
-    assert kernel_name in message
-    assert f"{THIS_FILE}:{line_starting_with(line_text)}" in message
-    assert line_text in message
 
 
 def values_of(dtype):
