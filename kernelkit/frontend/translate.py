@@ -1123,6 +1123,8 @@ def _integer_range(type: T.ScalarType) -> tuple[int, int]:
     if type.is_signed:
         return -2 ** (type.bits - 1), 2 ** (type.bits - 1) - 1
     return 0, 2 ** type.bits - 1
+
+
 _SYNTAX_HINTS = {
     "With": "'with' blocks cannot run on a device; remove it from the kernel",
     "Try": "exceptions cannot be raised or caught on a device; check conditions with 'if'",
