@@ -40,7 +40,8 @@ def backend_names(text: str) -> list[str]:
 
 
 def options_from(args) -> Options:
-    return Options(float16=args.float16)
+    return Options(float16=args.float16, max_statements=args.max_statements,
+                   max_depth=args.max_depth)
 
 
 # -- the worker ------------------------------------------------------------------------------
@@ -69,6 +70,8 @@ class WorkerProcess:
         command = [sys.executable, "-m", "kernelkit.fuzz", "--worker", "--backend", args.backend]
         if args.float16:
             command.append("--float16")
+        command += ["--max-statements", str(args.max_statements), "--max-depth",
+                    str(args.max_depth)]
         self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self.stderr, text=True, bufsize=1)
@@ -148,6 +151,7 @@ def run_seeds(args) -> int:
     def report(outcome: Outcome):
         with lock:
             counts[(outcome.backend, outcome.kind)] += 1
+            new = outcome.seed not in done_seeds
             done_seeds.add(outcome.seed)
             if outcome.failed:
                 failures.setdefault(outcome.seed, []).append(outcome)
@@ -159,7 +163,7 @@ def run_seeds(args) -> int:
                 if args.verbose:
                     print(f"seed {outcome.seed}: invalid ({outcome.backend}): "
                           f"{outcome.detail[:200]}", flush=True)
-            if not args.quiet and len(done_seeds) % 100 == 0:
+            if new and not args.quiet and len(done_seeds) % 100 == 0:
                 elapsed = time.monotonic() - start
                 print(f"... {len(done_seeds)} seeds, {len(failures)} failing, "
                       f"{len(done_seeds) / elapsed:.2f} kernels/s", flush=True)
@@ -244,6 +248,10 @@ def main(argv=None) -> int:
                         help="seconds a seed may take before it counts as a hang")
     parser.add_argument("--batch", type=int, default=200, help="seeds per worker process")
     parser.add_argument("--float16", action="store_true", help="float16 values too")
+    parser.add_argument("--max-statements", type=int, default=Options.max_statements,
+                        help="statements at the top of a kernel, at most")
+    parser.add_argument("--max-depth", type=int, default=Options.max_depth,
+                        help="depth of expressions, at most")
     parser.add_argument("--show", type=int, metavar="SEED", help="print a seed's kernel")
     parser.add_argument("--shrink", type=int, metavar="SEED",
                         help="reduce a failing seed's kernel while it fails the same way")

@@ -11,7 +11,8 @@ after a barrier, and barriers sit only under conditions every item of a group ag
 on. Values from inexact math functions never decide a branch or an integer.
 
 Nodes carry what the shrinker must know: `_kk_type` (the scalar type), `_kk_pinned`
-(a statement a valid kernel cannot lose, such as a loop counter's step) and
+(a statement a valid kernel cannot lose: a while loop's step, without which it would
+not end; the reference catches every other loss, see emulation) and
 `_kk_whole` (an expression, such as a guard, that may be replaced as a whole but
 not by one of its parts)."""
 from __future__ import annotations
@@ -398,10 +399,12 @@ class Generator:
             params.append(self.view_spec(f"a{k}", dtype, shape, "in"))
         if self.chance(0.35):
             for k in range(rng.randint(1, 2)):
-                dtype = rng.choice(["int32", "int64", "uint32", "uint64"])
+                dtype = rng.choice(["int32", "int64", "uint32", "uint64", "float32", "float64"])
                 shape = (rng.randint(1, 6),)
                 # one operation per array keeps its final values independent of the order
                 operation = rng.choice(["add", "add", "min", "max", "and_", "or_", "xor"])
+                if S.is_float(dtype):
+                    operation = rng.choice(["add", "min", "max"])
                 params.append(ArraySpec(f"acc{k}", dtype, shape, "", "atomic", shape, operation))
         for k in range(rng.randint(0, 3)):
             kind = rng.random()
@@ -514,7 +517,6 @@ class Generator:
 
         def geometry(text, names, uniform):
             statement = ast.parse(text).body[0]
-            statement._kk_pinned = True
             body.append(statement)
             for n in names:
                 ctx.declare(Var(n, "int64", None, False, uniform, fixed=True))
@@ -529,9 +531,12 @@ class Generator:
             ctx.local_slot = ["li"]
             ctx.active = ["c"]
         else:
-            geometry("i, j = kk.index(kk.Global, kk.NTuple)", ["i", "j"], False)
-            geometry("li, lj = kk.index(kk.Local, kk.NTuple)", ["li", "lj"], False)
-            geometry("g0, g1 = kk.index(kk.Group, kk.NTuple)", ["g0", "g1"], True)
+            style = rng.choice(["NTuple", "Cartesian"])
+            geometry(f"i, j = kk.index(kk.Global, kk.{style})", ["i", "j"], False)
+            geometry(f"li, lj = kk.index(kk.Local, kk.{style})", ["li", "lj"], False)
+            geometry(f"g0, g1 = kk.index(kk.Group, kk.{style})", ["g0", "g1"], True)
+            geometry("gi = kk.index(kk.Global)", ["gi"], False)
+            geometry("lin = kk.index(kk.Local, kk.Linear)", ["lin"], False)
             for axis, g in enumerate(("g0", "g1")):
                 geometry(f"c{axis} = min(np.int64({workgroupsize[axis]}), kk.ndrange()[{axis}] - "
                          f"{g} * {workgroupsize[axis]})", [f"c{axis}"], True)
@@ -544,7 +549,6 @@ class Generator:
                 dtype = rng.choice(self.dtypes)
                 shape = workgroupsize[0] if ctx.ndim == 1 else tuple(workgroupsize)
                 statement = ast.parse(f"lm{k} = kk.localmem(np.{dtype}, {shape})").body[0]
-                statement._kk_pinned = True
                 body.append(statement)
                 ctx.localmem.append((f"lm{k}", dtype))
         body += self.statements(ctx, rng.randint(2, self.options.max_statements), depth=0)
@@ -670,8 +674,7 @@ class Generator:
         return [self.output_store(ctx, self.rng.choice(outputs))]
 
     def output_store(self, ctx, spec, final=False) -> ast.stmt:
-        target = ast.Subscript(_name(spec.name), ast.parse(ctx.own, mode="eval").body,
-                               ast.Store())
+        target = ast.Subscript(_name(spec.name), self.own_index(ctx, spec), ast.Store())
         for _ in range(10):
             value = self.expression(ctx, self.rng.randint(1, self.options.max_depth))
             t = value._kk_type
@@ -685,6 +688,15 @@ class Generator:
             except Retry:
                 continue
         return ast.Assign([target], self.cast(ctx, self.literal_of(ctx, spec.dtype), spec.dtype))
+
+    def own_index(self, ctx, spec):
+        """The work-item's own element: `i` or `i, j`, at times counted from the end."""
+        own = ctx.own.split(", ")
+        if self.chance(0.15):
+            axis = len(own) - 1
+            size = f"len({spec.name})" if axis == 0 else f"{spec.name}.shape[{axis}]"
+            own[axis] = f"{own[axis]} - {size}"
+        return ast.parse(", ".join(own), mode="eval").body
 
     def statement_if(self, ctx, depth):
         uniform = ctx.barriers_allowed() and self.chance(0.4)
@@ -777,7 +789,6 @@ class Generator:
         bound = self.small_int(ctx, True if barrier_loop else None, 0, 6)
         counter = self.fresh("w")
         init = ast.Assign([_store(counter)], _literal(0))
-        init._kk_pinned = True
         test = ast.Compare(_name(counter), [ast.Lt()], [bound])
         uniform = bound._kk_uniform
         if not barrier_loop and self.chance(0.4):
@@ -787,7 +798,6 @@ class Generator:
         step = ast.AugAssign(_store(counter), ast.Add(), _literal(1))
         step._kk_pinned = True
         node = ast.While(test, [step], [])
-        step._kk_pinned = True
         var = Var(counter, S.WEAK_INT, (0, bound._kk_interval[1] + 1), False,
                   uniform and barrier_loop, fixed=True)
         ctx.declare(var)
@@ -867,7 +877,11 @@ class Generator:
         if op == "add":   # additions and subtractions commute with each other
             op = self.rng.choice(["add", "add", "sub"])
         index = self.index(ctx, spec.shape[0], _literal(spec.shape[0]), None)
-        value = self.cast(ctx, self.expression(ctx, rng_depth(self), exact=True), spec.dtype)
+        value = self.expression(ctx, rng_depth(self), exact=True)
+        if S.is_float(spec.dtype) and op in ("add", "sub"):
+            # small integers: float sums that are exact in any order
+            value = self.small_int(ctx, None, -8, 8)
+        value = self.cast(ctx, value, spec.dtype)
         return [ast.Expr(_call(_attribute("kk", f"atomic_{op}"), _name(spec.name), index, value))]
 
     def statement_private(self, ctx, depth):
@@ -887,7 +901,6 @@ class Generator:
             ctx.scopes.pop()
         statements.append(ast.For(_store(counter), _call(_name("range"), _literal(size)),
                                   fill, [], None))
-        statements[-1]._kk_pinned = True
         inexact = fill[-1].value._kk_inexact
 
         def read():
@@ -915,7 +928,6 @@ class Generator:
         def write():
             value = self.cast(ctx, self.expression(ctx, rng_depth(self)), dtype)
             statement = ast.Assign([ast.Subscript(_name(name), slot, ast.Store())], value)
-            statement._kk_pinned = True
             return statement
 
         statements = self.retrying(lambda: self.emit(ctx, write))
@@ -933,7 +945,6 @@ class Generator:
             value = typed(ast.Subscript(_name(name), index, ast.Load()), dtype, None, inexact,
                           False)
             statement = self.declare(ctx, value)
-            statement._kk_pinned = True
             return statement
 
         for _ in range(self.rng.randint(1, 2)):
@@ -945,7 +956,6 @@ class Generator:
 
     def barrier(self) -> ast.stmt:
         statement = ast.Expr(_call(_attribute("kk", "synchronize")))
-        statement._kk_pinned = True
         return statement
 
     def statement_barrier(self, ctx, depth):
@@ -997,7 +1007,7 @@ class Generator:
         if depth <= 0 or self.chance(0.15):
             return self.leaf(ctx, uniform)
         kinds = [("binary", 6), ("unary", 1), ("compare", 1.2), ("cast", 1.5), ("ifexp", 0.8),
-                 ("minmax", 0.8), ("math", 0.6 if exact is not True else 0),
+                 ("minmax", 0.8), ("math", 0.35 if exact is not True else 0),
                  ("math_exact", 0.5)]
         if self.functions:
             kinds.append(("call", 0.4))
@@ -1007,7 +1017,7 @@ class Generator:
     def leaf(self, ctx, uniform):
         rng = self.rng
         kinds = [("literal", 2), ("variable", 5), ("array", 4 if self.nesting < 2 else 0),
-                 ("length", 0.4)]
+                 ("length", 0.4), ("geometry", 0.3 if ctx.kernel else 0)]
         kind = rng.choices(*zip(*kinds))[0]
         if kind == "variable":
             candidates = [v for v in ctx.variables() if not uniform or v.uniform]
@@ -1021,6 +1031,11 @@ class Generator:
             if inputs:
                 spec = rng.choice(inputs)
                 return self.array_read(ctx, spec, uniform)
+        if kind == "geometry":
+            axis = rng.randrange(ctx.ndim)
+            function = rng.choice(["groupsize", "ndrange"])
+            return typed(ast.Subscript(_call(_attribute("kk", function)), _literal(axis),
+                                       ast.Load()), "int64", uniform=True)
         if kind == "length":
             arrays = [a for a in ctx.arrays.values() if a.role == "in"]
             if arrays:
@@ -1035,7 +1050,7 @@ class Generator:
 
     def array_read(self, ctx, spec, uniform):
         if spec.role == "out":
-            index = ast.parse(ctx.own, mode="eval").body
+            index = self.own_index(ctx, spec)
             return typed(ast.Subscript(_name(spec.name), index, ast.Load()), spec.dtype)
         indices = []
         for axis, extent in enumerate(spec.shape):

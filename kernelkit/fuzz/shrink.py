@@ -125,6 +125,8 @@ def shrink(case: Case, backends: list[str], timeout: float, log=print):
 
     def accept(candidate: Case) -> bool:
         nonlocal best, best_outcome
+        if size(candidate) >= size(best):
+            return False
         outcome = judge.failure(candidate, in_process)
         if outcome is not None and signature(outcome) == target:
             best, best_outcome = candidate, outcome
@@ -145,6 +147,14 @@ def shrink(case: Case, backends: list[str], timeout: float, log=print):
             if progress:
                 break
     return best, best_outcome
+
+
+def size(case: Case) -> tuple:
+    """What the shrinker makes smaller: the kernel's text, then its launch."""
+    work_items = 1
+    for n in case.ndrange:
+        work_items *= n
+    return (len(case.kernel_source()), work_items, len(case.params))
 
 
 # -- candidates ----------------------------------------------------------------------------
