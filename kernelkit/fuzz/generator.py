@@ -334,8 +334,11 @@ class Context:
                 and all(loop.has_barriers for loop in self.loops))
 
     def jumps_allowed(self) -> bool:
-        """break/continue: where they cannot split a group at a later barrier."""
-        return bool(self.loops) and (not self.loops[-1].has_barriers or self.uniform_control)
+        """break/continue: where they cannot split a group at a later barrier, nor skip
+        the barrier that ends a local-memory phase."""
+        if not self.loops or (self.in_phase and self.loops[-1].has_barriers):
+            return False
+        return not self.loops[-1].has_barriers or self.uniform_control
 
     def return_allowed(self) -> bool:
         if not self.kernel:
