@@ -87,6 +87,10 @@ class Runner:
             run_reference(case, expected)
         except Exception as error:  # the reference refused the kernel: not kernelkit's fault
             return [Outcome(case.seed, "reference", "invalid", _describe(error))]
+        return self.run_backends(case, expected)
+
+    def run_backends(self, case: Case, expected: list) -> list[Outcome]:
+        """The outcome on each backend, given the reference's results."""
         namespace = load_module(case.kernel_source(), f"kernelkit_fuzz_{case.seed}")
         try:
             kernel = namespace[case.kernel_name]

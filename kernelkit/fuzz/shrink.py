@@ -25,12 +25,15 @@ import tempfile
 
 from . import scalars as S
 from .generator import ArraySpec, Case, typed
+from .reference import run_reference
 from .runner import Outcome, Runner
 
 REFERENCE_SECONDS = 20
 
 
 def signature(outcome: Outcome) -> tuple:
+    if outcome.kind == "hang":
+        return ("hang",)
     if outcome.kind in ("internal-error", "compile-error"):
         first = outcome.detail.split(":", 1)
         words = " ".join(first[1].split()[:4]) if len(first) > 1 else ""
@@ -38,7 +41,7 @@ def signature(outcome: Outcome) -> tuple:
     return (outcome.backend, outcome.kind)
 
 
-class _Alarm(Exception):
+class _Alarm(BaseException):
     pass
 
 
@@ -56,17 +59,30 @@ class Judge:
         self.tried = 0
 
     def outcomes(self, case: Case, in_process: bool) -> list[Outcome]:
+        """`in_process` is False for crashes: each candidate then runs in a process of its
+        own. Hangs are judged in process with an alarm, which stops a compiler that loops
+        in Python (a kernel that spins in native code needs `in_process=False`)."""
         self.tried += 1
         if not in_process:
             return run_in_subprocess(case, self.backends, self.timeout)
         if self.runner is None:
             self.runner = Runner(self.backends)
         previous = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.alarm(REFERENCE_SECONDS)
         try:
-            return self.runner.run(case)
-        except _Alarm:
-            return [Outcome(case.seed, "reference", "invalid", "too slow")]
+            expected = case.arguments()
+            signal.alarm(REFERENCE_SECONDS)
+            try:
+                run_reference(case, expected)
+            except _Alarm:
+                return [Outcome(case.seed, "reference", "invalid", "too slow")]
+            except Exception as error:
+                return [Outcome(case.seed, "reference", "invalid", repr(error))]
+            signal.alarm(int(self.timeout))
+            try:
+                return self.runner.run_backends(case, expected)
+            except _Alarm:
+                return [Outcome(case.seed, ",".join(self.backends), "hang",
+                                f"no result after {self.timeout} s")]
         finally:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, previous)
@@ -116,7 +132,7 @@ def shrink(case: Case, backends: list[str], timeout: float, log=print):
     first = judge.failure(case, in_process=False)
     if first is None:
         return None
-    in_process = first.kind not in ("crash", "hang")
+    in_process = first.kind != "crash"
     if first.backend in ("cpu", "cuda", "cuda-compile-only"):
         judge.backends = ["cuda" if first.backend.startswith("cuda") else first.backend]
     target = signature(first)
