@@ -125,24 +125,27 @@ def forward_block_params(function: Function) -> bool:
 def merge_blocks(function: Function) -> bool:
     """Appends a block to its only predecessor when that predecessor only goes there."""
     predecessors = function.predecessors()
-    changed = False
+    mapping: dict = {}   # the merged blocks' parameters -> their arguments, replaced at once
+    merged: set = set()
     for block in list(function.blocks[1:]):
         preds = predecessors[block]
         if len(preds) != 1 or preds[0] is block:
             continue
         pred = preds[0]
         terminator = pred.terminator
-        if terminator.opcode != "br" or block not in function.blocks or pred not in function.blocks:
+        if terminator.opcode != "br" or pred in merged:
             continue
-        replace_all_uses(function, dict(zip(block.params, terminator.successors[0].args)))
+        mapping.update(zip(block.params, terminator.successors[0].args))
         pred.ops.pop()
         for op in block.ops:
             pred.append(op)
-        function.blocks.remove(block)
+        merged.add(block)
         for successor in block.successors:
             predecessors[successor] = [pred if p is block else p for p in predecessors[successor]]
-        changed = True
-    return changed
+    if merged:
+        function.blocks = [b for b in function.blocks if b not in merged]
+        replace_all_uses(function, mapping)
+    return bool(merged)
 
 
 SPECULATED_OPS = 4
@@ -157,15 +160,17 @@ def speculate_short_branches(function: Function) -> bool:
     uniformity analysis and the vectorizer can see through. Pure operations cannot fail,
     so computing them on both paths changes nothing but time."""
     predecessors = function.predecessors()
-    for block in function.blocks:
+    removed: set = set()
+    for block in list(function.blocks):
         branch = block.terminator
-        if branch is None or branch.opcode != "cbr":
+        if block in removed or branch is None or branch.opcode != "cbr":
             continue
         for side in (0, 1):
             short, other = branch.successors[side], branch.successors[1 - side]
             body = short.block
             jump = body.terminator
             if (short.args or body.params or predecessors[body] != [block] or
+                    body in removed or other.block in removed or
                     jump.opcode != "br" or jump.successors[0].block is not other.block or
                     other.block is body or len(body.ops) - 1 > SPECULATED_OPS or
                     any(not op.is_pure or op.opcode in _EXPENSIVE for op in body.ops[:-1])):
@@ -194,6 +199,11 @@ def speculate_short_branches(function: Function) -> bool:
                              loc=branch.loc)
             replacement.block = block
             block.ops[-1] = replacement
-            function.blocks.remove(body)
-            return True
-    return False
+            removed.add(body)
+            # The join's predecessors changed: it is not taken as a short branch until
+            # the next sweep sees them.
+            predecessors[other.block] = [block, block]
+            break
+    if removed:
+        function.blocks = [b for b in function.blocks if b not in removed]
+    return bool(removed)

@@ -22,6 +22,7 @@ def varying_values(function: Function, assumed: frozenset = frozenset()) -> set[
     varying: set[Value] = set(assumed)
     divergent_blocks = set()
     ipdom = post_dominators(function)
+    regions: dict = {}   # branch block -> its region; the graph does not change here
     loops = [(body, _used_outside(body)) for body in natural_loops(function).values()]
     incoming: dict = {}
     for block in function.blocks:
@@ -49,7 +50,7 @@ def varying_values(function: Function, assumed: frozenset = frozenset()) -> set[
             if any(arg in varying for _, arg in edges) or len(chosen) > 1:
                 varying.add(param)
                 changed = True
-        new_divergent = divergent_region(function, varying, ipdom)
+        new_divergent = divergent_region(function, varying, ipdom, regions)
         if new_divergent != divergent_blocks:
             divergent_blocks = new_divergent
             changed = True
@@ -57,7 +58,8 @@ def varying_values(function: Function, assumed: frozenset = frozenset()) -> set[
         # computes holds each work-item's own last iteration's value (however uniform it
         # is within an iteration).
         for body, used_outside in loops:
-            if not used_outside <= varying and _leaves_divergently(body, varying, ipdom):
+            if not used_outside <= varying and _leaves_divergently(body, varying, ipdom,
+                                                                    regions):
                 varying |= used_outside
                 changed = True
     return varying
@@ -95,14 +97,16 @@ def _changing_in_loop(body: set[Block]) -> set[Value]:
     return changing
 
 
-def _leaves_divergently(body: set[Block], varying: set, ipdom: dict) -> bool:
+def _leaves_divergently(body: set[Block], varying: set, ipdom: dict, regions: dict) -> bool:
     """Whether work-items may leave the loop at different iterations: a branch on a
     varying condition inside it is, or leads before its paths join to, a way out."""
     exiting = {block for block in body if any(s not in body for s in block.successors)}
     for block in body:
         if not _branches_on(block, varying):
             continue
-        if block in exiting or branch_region(block, ipdom) & exiting:
+        if block not in regions:
+            regions[block] = branch_region(block, ipdom)
+        if block in exiting or regions[block] & exiting:
             return True
     return False
 
@@ -141,15 +145,19 @@ def post_dominators(function: Function) -> dict[Block, Block | None]:
     return {b: (None if ipdom.get(b) is exit_node else ipdom.get(b)) for b in blocks}
 
 
-def divergent_region(function: Function, varying: set[Value],
-                     ipdom: dict | None = None) -> set[Block]:
+def divergent_region(function: Function, varying: set[Value], ipdom: dict | None = None,
+                     regions: dict | None = None) -> set[Block]:
     """Blocks that only some work-items of a group may reach: those between a branch on
-    a varying condition and the point where its paths join again."""
+    a varying condition and the point where its paths join again (`regions` keeps each
+    branch's blocks for the next call on the same graph)."""
     ipdom = post_dominators(function) if ipdom is None else ipdom
+    regions = {} if regions is None else regions
     region: set[Block] = set()
     for block in function.blocks:
         if _branches_on(block, varying):
-            region |= branch_region(block, ipdom)
+            if block not in regions:
+                regions[block] = branch_region(block, ipdom)
+            region |= regions[block]
     return region
 
 

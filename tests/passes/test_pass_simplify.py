@@ -183,3 +183,29 @@ def test_a_branch_with_side_effects_is_not_speculated():
     builder.position_at_end(join)
     builder.ret()
     assert "cbr %0" in simplified(function)
+
+
+def test_a_chain_of_short_branches_becomes_selects_in_one_run_of_each_step():
+    """`a < b and b < 10 and b < 20 ...`: each short branch is speculated, and the blocks
+    left behind merge, without one sweep of the whole function per branch."""
+    from kernelkit.passes.simplify import merge_blocks, speculate_short_branches
+    function = Function("all_below", ["a", "b"], return_type=T.bool_)
+    builder = Builder(function)
+    entry = builder.new_block((T.int64, T.int64))
+    a, b = entry.params
+    builder.position_at_end(entry)
+    condition = builder.op("lt", [a, b], T.bool_)
+    for limit in (10, 20, 30):
+        right, join = builder.new_block(), builder.new_block((T.bool_,))
+        builder.cbr(condition, right, [], join, [condition])
+        builder.position_at_end(right)
+        builder.br(join, [builder.op("lt", [b, builder.const(limit, T.int64)], T.bool_)])
+        builder.position_at_end(join)
+        condition = join.params[0]
+    builder.ret(condition)
+    assert speculate_short_branches(function)
+    assert not any(op.opcode == "cbr" for op in function.ops())
+    assert merge_blocks(function)
+    assert len(function.blocks) == 1
+    text = simplified(function)
+    assert text.count("select") == 3 and "cbr" not in text and "br " not in text
