@@ -104,9 +104,7 @@ def _leaves_divergently(body: set[Block], varying: set, ipdom: dict, regions: di
     for block in body:
         if not _branches_on(block, varying):
             continue
-        if block not in regions:
-            regions[block] = branch_region(block, ipdom)
-        if block in exiting or regions[block] & exiting:
+        if block in exiting or _region_of(block, ipdom, regions) & exiting:
             return True
     return False
 
@@ -155,10 +153,14 @@ def divergent_region(function: Function, varying: set[Value], ipdom: dict | None
     region: set[Block] = set()
     for block in function.blocks:
         if _branches_on(block, varying):
-            if block not in regions:
-                regions[block] = branch_region(block, ipdom)
-            region |= regions[block]
+            region |= _region_of(block, ipdom, regions)
     return region
+
+
+def _region_of(block: Block, ipdom: dict, regions: dict) -> set[Block]:
+    if block not in regions:
+        regions[block] = branch_region(block, ipdom)
+    return regions[block]
 
 
 def branch_region(block: Block, ipdom: dict) -> set[Block]:
