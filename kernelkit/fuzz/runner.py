@@ -19,7 +19,9 @@ kernel runs on each backend and gives one `Outcome`:
 Crashes and hangs are seen from outside the process (`__main__`)."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import traceback
 from dataclasses import dataclass
@@ -50,7 +52,9 @@ class Outcome:
 def use_private_cache() -> None:
     """Fuzz kernels are never launched again: keep them out of the user's disk cache."""
     if "KERNELKIT_FUZZ_KEEP_CACHE" not in os.environ:
-        os.environ["KERNELKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="kernelkit-fuzz-cache-")
+        directory = tempfile.mkdtemp(prefix="kernelkit-fuzz-cache-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        os.environ["KERNELKIT_CACHE_DIR"] = directory
 
 
 def make_backends(names: list[str]) -> dict:
