@@ -143,6 +143,11 @@ def _define(module: ir.Module, name: str, result: ir.Type, argument: ir.Type, bo
     builder.ret(body(builder, function.args[0]))
 
 
+PROVIDED = frozenset({"__truncdfhf2", "__truncsfhf2", "__extendhfsf2"})
+"""The names the library defines: object code that needs none of them is loaded without
+it (it costs a compile, or a load from the disk cache, at a process's first kernel)."""
+
+
 def _library_ir() -> str:
     half, single, double = ir.HalfType(), ir.FloatType(), ir.DoubleType()
     module = ir.Module("kernelkit_runtime_library")

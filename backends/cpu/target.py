@@ -18,6 +18,7 @@ from kernelkit.errors import BackendError
 
 from .group import GroupFunctionBuilder
 from .object_symbols import undefined_symbols
+from .runtime_library import PROVIDED as RUNTIME_LIBRARY
 from .runtime_library import runtime_library
 
 @functools.lru_cache(maxsize=1)
@@ -111,14 +112,16 @@ class _Loader:
             if symbol in self.symbols:
                 return self.symbols[symbol]
             _initialize_llvm()
-            runtime_library()
+            needed = undefined_symbols(artifact)
+            if needed & RUNTIME_LIBRARY:
+                runtime_library()
             # Creating an engine also makes the process's own symbols searchable. It is
             # kept even where the object code is refused: each engine owns the one cached
             # target machine, and freeing an engine would free that.
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
                                                 CPUTarget.host().machine())
             self.engines.append(engine)
-            _check_resolvable(artifact, kernel)
+            _check_resolvable(needed, kernel)
             object_file = llvm.ObjectFileRef.from_data(artifact)
             engine.add_object_file(object_file)
             self.object_files.append(object_file)
@@ -129,9 +132,8 @@ class _Loader:
             return address
 
 
-def _check_resolvable(artifact: bytes, kernel: str) -> None:
-    missing = sorted(name for name in undefined_symbols(artifact)
-                     if not llvm.address_of_symbol(name))
+def _check_resolvable(needed, kernel: str) -> None:
+    missing = sorted(name for name in needed if not llvm.address_of_symbol(name))
     if missing:
         raise BackendError(
             f"the native code of kernel '{kernel}' calls {', '.join(missing)}, which nothing "
