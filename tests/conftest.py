@@ -71,6 +71,12 @@ def backend(request):
     return kk.make_backend(name)
 
 
+@pytest.fixture
+def debug_backend(backend):
+    """A backend of the same kind with bounds checks: an out-of-bounds access raises."""
+    return type(backend)(debug=True)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def every_compiled_module_round_trips_through_its_text():
     """Each kernel any test compiles is printed, parsed and printed again: the two texts

@@ -15,12 +15,6 @@ import source_lines
 line_starting_with = functools.partial(source_lines.line_starting_with, __file__)
 
 
-@pytest.fixture
-def debug_backend(backend):
-    """A backend of the same kind with bounds checks: an out-of-bounds access raises."""
-    return type(backend)(debug=True)
-
-
 @kk.kernel
 def add_one(y, x: kk.Const):
     i = kk.index(kk.Global)

@@ -553,12 +553,6 @@ def test_loop_bounds_from_the_shape_of_a_transposed_view(backend):
 # --- negative indices ----------------------------------------------------------------
 
 
-@pytest.fixture
-def debug_backend(backend):
-    """A backend of the same kind with bounds checks: an out-of-bounds access raises."""
-    return type(backend)(debug=True)
-
-
 @kk.kernel
 def previous_element(out, a: kk.Const):
     i = kk.index(kk.Global)

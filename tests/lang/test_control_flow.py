@@ -10,12 +10,6 @@ import kernelkit as kk
 WORKGROUP = 8
 
 
-@pytest.fixture
-def debug_backend(backend):
-    """A backend of the same kind with bounds checks: an out-of-bounds access raises."""
-    return type(backend)(debug=True)
-
-
 def launch(backend, kernel, *args, ndrange):
     kernel(backend, WORKGROUP)(*args, ndrange=ndrange)
     kk.synchronize(backend)
