@@ -1079,28 +1079,27 @@ class Generator:
             shift = self.small_int(ctx, None, -3, 5)
             node = ast.BinOp(ast.BinOp(base, ast.Add(), shift), ast.Mod(), size)
             return typed(node, "int64", uniform=False, whole=True)
-        self.nesting += 1
-        try:
-            value = self.to_weak_int(ctx, self.expression(ctx, self.rng.randint(0, 1),
-                                                          uniform=uniform, exact=True))
-        finally:
-            self.nesting -= 1
+        value = self.nested_weak_int(ctx, uniform)
         node = ast.BinOp(value, ast.Mod(), size)
         if self.chance(0.2):   # a negative index counts from the end
             node = ast.BinOp(node, ast.Sub(), copy.deepcopy(size))
         return typed(node, S.WEAK_INT, (-extent, extent), uniform=value._kk_uniform, whole=True)
+
+    def nested_weak_int(self, ctx, uniform):
+        """A short exact expression made a Python int, one level deeper."""
+        self.nesting += 1
+        try:
+            return self.to_weak_int(ctx, self.expression(ctx, self.rng.randint(0, 1),
+                                                         uniform=uniform, exact=True))
+        finally:
+            self.nesting -= 1
 
     def small_int(self, ctx, uniform, low: int, high: int):
         """A Python int in [low, high] (a loop bound, a shift)."""
         if self.chance(0.35):
             value = self.rng.randint(low, high)
             return typed(_literal(value), S.WEAK_INT, (value, value), uniform=True)
-        self.nesting += 1
-        try:
-            value = self.to_weak_int(ctx, self.expression(ctx, self.rng.randint(0, 1),
-                                                          uniform=uniform, exact=True))
-        finally:
-            self.nesting -= 1
+        value = self.nested_weak_int(ctx, uniform)
         node = ast.BinOp(ast.BinOp(value, ast.Mod(), _literal(high - low + 1)), ast.Add(),
                          _literal(low)) if low else ast.BinOp(value, ast.Mod(),
                                                               _literal(high + 1))
