@@ -24,7 +24,9 @@ from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBui
                                          LaunchRecord, i1, i8, i32, i64, llvm_type,
                                          memory_type, printf_arguments, ptr)
 from kernelkit.ir import types as T
-from kernelkit.ir.ops import BARRIER_OPS, BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
+from kernelkit.ir.definitions import (ARITHMETIC, ASSUME, BARRIER_ANY, BR, CBR, CONST, DEFERRED,
+                                      GROUP_ID, LOCAL_ID, LOCALMEM, PRIVATE, RET, Trait)
+from kernelkit.ir.ops import Op, is_op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 from kernelkit.passes.liveness import live_across_barriers
 from kernelkit.passes.split_barriers import (ends_with_barrier, region_dominance,
@@ -41,8 +43,14 @@ PREFIX_BLOCKS = 16
 """At most this many blocks of a region's uniform control flow run once per group (each
 branch there copies the code after it)."""
 
-_RECOMPUTED = (set(BINARY_OPS) - {"pow"}) | set(COMPARE_OPS) | set(UNARY_OPS) | \
-    set(GEOMETRY_OPS) | {"const", "cast", "select", "dim", "tuple", "extract", "localmem"}
+
+
+def _recomputed(op: Op) -> bool:
+    """Cheap to compute again where its operands are at hand: pure operations but pow
+    and math functions, and local memory (the group's one array)."""
+    kind = op.definition
+    return kind is LOCALMEM or kind.is_pure and kind not in (ARITHMETIC["pow"], DEFERRED) \
+        and not kind.has(Trait.MATH)
 
 
 class RegionPlan:
@@ -167,7 +175,7 @@ def recomputable_values(function, varying: set) -> set:
     while changed:
         changed = False
         for op in function.ops():
-            if op not in result and op.opcode in _RECOMPUTED and \
+            if op not in result and _recomputed(op) and \
                     all(v in params or v in result or v not in varying for v in op.operands):
                 result.add(op)
                 changed = True
@@ -176,8 +184,8 @@ def recomputable_values(function, varying: set) -> set:
 
 def _needs_slot(value, function) -> bool:
     """Kernel arguments, geometry and allocations are available everywhere already."""
-    if getattr(value, "opcode", None) in ("const", "local_id", "group_id", "ndrange",
-                                         "localmem", "private"):
+    if is_op(value, CONST) or isinstance(value, Op) and (
+            value.has(Trait.POSITION) or value.has(Trait.ALLOCATION)):
         return False
     if value in function.params:
         return False
@@ -190,7 +198,7 @@ class KernelVersion:
 
     def __init__(self, function):
         self.function = function
-        self.has_barrier = any(op.opcode in BARRIER_OPS for op in function.ops())
+        self.has_barrier = any(op.has(Trait.BARRIER) for op in function.ops())
         self.plan = RegionPlan(function) if self.has_barrier else None
         self.storage: dict = {}
         self.slot_sets: list = []
@@ -301,7 +309,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         """Whether every work-item of the group satisfies each `assume` of `version`."""
         self.use_version(version)
         self.slots, self.current, self.next = version.slot_sets[0]
-        conditions = [op.operands[0] for op in version.function.ops() if op.opcode == "assume"]
+        conditions = [op.operands[0] for op in version.function.ops() if op.definition is ASSUME]
         verdict = self.verdict
         builder.store(ir.Constant(i8, 1), verdict)
 
@@ -326,12 +334,12 @@ class GroupFunctionBuilder(EntryPointBuilder):
     def allocate_storage(self, builder, version: KernelVersion) -> None:
         """Local and private memory and the slots of one version of the kernel."""
         for op in version.function.ops():
-            if op.opcode not in ("localmem", "private"):
+            if not op.has(Trait.ALLOCATION):
                 continue
             count = 1
             for extent in op.type.shape:
                 count *= extent
-            if op.opcode == "private":
+            if op.definition is PRIVATE:
                 count *= self.items
             storage = builder.alloca(memory_type(op.type.dtype), size=count)
             storage.align = 64
@@ -524,10 +532,10 @@ class GroupFunctionBuilder(EntryPointBuilder):
             (successor,) = terminator.successors
             self.enter_region(builder, successor, [lowering.use(builder, a) for a in successor.args])
             builder.branch(self.region_done)
-        elif terminator.opcode == "ret":
+        elif terminator.definition is RET:
             self.select_region(builder, FINISHED)
             builder.branch(self.region_done)
-        elif terminator.opcode == "br":
+        elif terminator.definition is BR:
             (successor,) = terminator.successors
             self.walk(builder, start, successor.block, values, bindings, successor.args, path)
         else:
@@ -553,13 +561,13 @@ class GroupFunctionBuilder(EntryPointBuilder):
                         if param in plan.varying]
         if _redefines(block, pending):
             return False  # a pending per-item value is made of what the block defines anew
-        if ends_with_barrier(block) and block.ops[-2].opcode == "barrier_any":
+        if ends_with_barrier(block) and block.ops[-2].definition is BARRIER_ANY:
             return False  # each work-item votes
         terminator = block.ops[-1]
         ops = block.ops[:-2] if ends_with_barrier(block) else block.ops[:-1]
         if not all(plan.runs_once(op) for op in ops):
             return False
-        if terminator.opcode == "cbr" and terminator.operands[0] in plan.varying:
+        if terminator.definition is CBR and terminator.operands[0] in plan.varying:
             return False
         if ends_with_barrier(block) and any(p in plan.varying
                                             for p in terminator.successors[0].block.params):
@@ -582,10 +590,10 @@ class GroupFunctionBuilder(EntryPointBuilder):
 
     # -- KernelEnvironment ----------------------------------------------------------------
 
-    def geometry(self, builder, opcode, axis):
-        if opcode == "local_id":
+    def geometry(self, builder, position, axis):
+        if position is LOCAL_ID:
             return self.local[axis]
-        if opcode == "group_id":
+        if position is GROUP_ID:
             return self.group_index[axis]
         return self.extents[axis]
 
@@ -594,13 +602,13 @@ class GroupFunctionBuilder(EntryPointBuilder):
         interleaved: element e of work-item w is at e * items + w, so that neighbouring
         work-items' elements are neighbours in memory (vector loads and stores)."""
         shape = [ir.Constant(i64, s) for s in op.type.shape]
-        spacing = self.items if op.opcode == "private" else 1
+        spacing = self.items if op.definition is PRIVATE else 1
         strides = [spacing]
         for extent in reversed(op.type.shape[1:]):
             strides.insert(0, strides[0] * extent)
         strides = [ir.Constant(i64, s) for s in strides]
         storage = self.storage[op]
-        if op.opcode == "private":
+        if op.definition is PRIVATE:
             storage = builder.gep(storage, [self.flat_item], source_etype=memory_type(op.type.dtype))
         return ArrayValue(storage, shape, strides, op.type)
 

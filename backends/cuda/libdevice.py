@@ -12,10 +12,8 @@ from llvmlite import binding as llvm
 from kernelkit.compiler.lowering import call_intrinsic, call_math_function, lower_math
 from kernelkit.errors import BackendError
 from kernelkit.ir import types as T
+from kernelkit.ir.math_functions import MATH_FUNCTIONS
 
-# Math PTX has instructions for (sqrt is IEEE-rounded sqrt.rn).
-_INTRINSICS = {"sqrt", "fabs", "floor", "ceil", "trunc", "rint", "copysign"}
-_RENAMED = {"gamma": "tgamma"}
 PREFIX = "__nv_"
 
 
@@ -24,9 +22,10 @@ def device_math(builder, name: str, args, type: T.ScalarType):
 
 
 def _libdevice_math(builder, name: str, args, type: T.ScalarType):
-    if name in _INTRINSICS:
+    function = MATH_FUNCTIONS[name]
+    if function.exact and name != "fmod":   # PTX has instructions (sqrt.rn is IEEE sqrt)
         return call_intrinsic(builder, f"llvm.{name}", args)
-    symbol = PREFIX + _RENAMED.get(name, name) + ("f" if type.bits == 32 else "")
+    symbol = PREFIX + function.c_name + ("f" if type.bits == 32 else "")
     return call_math_function(builder, symbol, args)
 
 

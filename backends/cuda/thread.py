@@ -33,7 +33,7 @@ from llvmlite import ir
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
                                          LaunchRecord, i8, i32, i64, memory_type,
                                          printf_arguments, ptr)
-from kernelkit.ir.ops import BARRIER_OPS
+from kernelkit.ir.definitions import GROUP_ID, LOCAL_ID, LOCALMEM, Trait
 from kernelkit.passes.dominance import natural_loops
 
 from .libdevice import device_math
@@ -55,7 +55,7 @@ def can_coarsen(function) -> bool:
     its own loads in flight, and its copies would run one after the other anyway)."""
     ops = list(function.ops())
     return len(ops) <= MAX_COARSENED_OPS and not natural_loops(function) and not any(
-        op.opcode in BARRIER_OPS or op.opcode == "localmem" for op in ops)
+        op.has(Trait.BARRIER) or op.definition is LOCALMEM for op in ops)
 
 
 class ThreadFunctionBuilder(EntryPointBuilder):
@@ -199,12 +199,12 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         per-thread stack array, allocated once at the start."""
         self.storage = {}
         for index, op in enumerate(op for op in self.function.ops()
-                                   if op.opcode in ("localmem", "private")):
+                                   if op.has(Trait.ALLOCATION)):
             count = 1
             for extent in op.type.shape:
                 count *= extent
             element = memory_type(op.type.dtype)
-            if op.opcode == "localmem":
+            if op.definition is LOCALMEM:
                 variable = ir.GlobalVariable(self.module, ir.ArrayType(element, count),
                                              f"localmem{index}", addrspace=SHARED)
                 variable.linkage = "internal"
@@ -234,10 +234,10 @@ class ThreadFunctionBuilder(EntryPointBuilder):
 
     # -- KernelEnvironment ----------------------------------------------------------------
 
-    def geometry(self, builder, opcode, axis):
-        if opcode == "local_id":
+    def geometry(self, builder, position, axis):
+        if position is LOCAL_ID:
             return self.local[axis]
-        if opcode == "group_id":
+        if position is GROUP_ID:
             return self.group[axis]
         return self.extents[axis]
 

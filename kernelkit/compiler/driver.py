@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import CompileError
 from ..frontend.translate import resolve_deferred, translate_kernel
+from ..ir.definitions import CALL_REF, DEFERRED, PRINT
 from ..ir.function import Module
 from ..ir.ops import Location
 from ..ir.printer import print_module
@@ -88,7 +89,7 @@ def compile_module(module: Module, target, after_each=None) -> None:
             after_each(f"plugin-{plugin.name}-lowering", module)
     verify_module(module)
     for op in module.kernel.ops():
-        if op.opcode in ("deferred", "call_ref"):
+        if op.definition in (DEFERRED, CALL_REF):
             raise unresolved_reference_error(module.kernel.name, op)
 
 
@@ -144,7 +145,7 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
     if dump is not None:
         dump.text("llvm-optimized.ll", str(parsed))
     artifact = target.emit(parsed, job)
-    uses_print = any(op.opcode == "print" for op in kernel.ops())
+    uses_print = any(op.definition is PRINT for op in kernel.ops())
     entry = CacheEntry(ir_text, str(parsed), artifact, uses_print, info_to_json(info))
     return entry, parsed
 

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from ..ir import definitions as D
 from ..ir import types as T
+from ..ir.definitions import OpDefinition, Trait
 from ..ir.function import Function
-from ..ir.ops import BlockParam, Op, Value
+from ..ir.ops import BlockParam, Op, Value, is_op
 from ..passes.split_barriers import ends_with_barrier, region_dominance, region_order
 
 i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -94,7 +96,8 @@ class KernelEnvironment:
         """The value (or `ArrayValue`) of kernel argument `index`."""
         raise NotImplementedError
 
-    def geometry(self, builder: ir.IRBuilder, opcode: str, axis: int) -> ir.Value:
+    def geometry(self, builder: ir.IRBuilder, position: OpDefinition, axis: int) -> ir.Value:
+        """The work-item's `position` (LOCAL_ID, GROUP_ID or NDRANGE) along `axis`."""
         raise NotImplementedError
 
     def allocation(self, builder: ir.IRBuilder, op: Op) -> ArrayValue:
@@ -172,9 +175,11 @@ class EntryPointBuilder(KernelEnvironment):
         return global_string(self.module, self.strings, text)
 
 
-_INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_FLOAT_COMPARE = {"eq": ("==", True), "ne": ("!=", False), "lt": ("<", True),
-                  "le": ("<=", True), "gt": (">", True), "ge": (">=", True)}
+_INT_COMPARE = {D.COMPARISONS[name]: symbol for name, symbol in
+                {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}.items()}
+_FLOAT_COMPARE = {D.COMPARISONS[name]: symbol for name, symbol in
+                  {"eq": ("==", True), "ne": ("!=", False), "lt": ("<", True),
+                   "le": ("<=", True), "gt": (">", True), "ge": (">=", True)}.items()}
 
 
 class BodyLowering:
@@ -250,7 +255,7 @@ class BodyLowering:
             if leaves_region:
                 barrier = block.ops[-2]
                 # A barrier_any has a part before the barrier: its work-item's vote.
-                ops = block.ops[:-2] + ([barrier] if barrier.opcode == "barrier_any" else [])
+                ops = block.ops[:-2] + ([barrier] if barrier.definition is D.BARRIER_ANY else [])
             for op in ops:
                 self.lower_op(builder, op)
             if leaves_region:
@@ -278,7 +283,7 @@ class BodyLowering:
         if self.env.is_demoted(value):
             return self.env.load_demoted(builder, value)
         # Defined in another part of the kernel and cheap: recomputed here.
-        assert isinstance(value, Op) and value.is_pure or value.opcode in ("localmem", "private"), \
+        assert isinstance(value, Op) and (value.is_pure or value.has(Trait.ALLOCATION)), \
             f"{value!r} is used where it is not defined"
         in_region = self.values.pop(value, None)  # a definition that does not reach here
         self.lower_op(self.prologue, value)
@@ -296,12 +301,10 @@ class BodyLowering:
         return self.dominated(value, None if builder is self.prologue else self.block)
 
     def lower_op(self, builder: ir.IRBuilder, op: Op) -> None:
-        handler = getattr(self, "op_" + op.opcode, None)
-        if handler is None:
-            handler = self.op_binary if op.opcode in _BINARY_HANDLERS else None
+        handler = LOWERINGS.get(op.definition)
         if handler is None:
             raise NotImplementedError(f"no LLVM lowering for '{op.opcode}'")
-        result = handler(builder, op)
+        result = handler(self, builder, op)
         if result is not None:
             self.define(builder, op, result)
 
@@ -355,10 +358,8 @@ class BodyLowering:
     def op_extract(self, builder, op: Op):
         return builder.extract_value(self.use(builder, op.operands[0]), op.attrs["index"])
 
-    def op_local_id(self, builder, op: Op):
-        return self.env.geometry(builder, op.opcode, op.attrs["axis"])
-
-    op_group_id = op_ndrange = op_local_id
+    def op_position(self, builder, op: Op):
+        return self.env.geometry(builder, op.definition, op.attrs["axis"])
 
     def op_select(self, builder, op: Op):
         return builder.select(*self.operands(builder, op))
@@ -367,7 +368,7 @@ class BodyLowering:
         return convert(builder, self.use(builder, op.operands[0]), op.operands[0].type, op.type)
 
     def op_math(self, builder, op: Op):
-        return self.env.math(builder, op.attrs["name"], self.operands(builder, op),
+        return self.env.math(builder, op.definition.member.name, self.operands(builder, op),
                              op.operands[0].type)
 
     def op_print(self, builder, op: Op):
@@ -378,19 +379,17 @@ class BodyLowering:
 
     def op_binary(self, builder, op: Op):
         a, b = self.operands(builder, op)
-        return _BINARY_HANDLERS[op.opcode](builder, a, b, op.operands[0].type, self.env)
+        return _BINARY_HANDLERS[op.definition](builder, a, b, op.operands[0].type, self.env)
 
-    def op_eq(self, builder, op: Op):
+    def op_compare(self, builder, op: Op):
         a, b = self.operands(builder, op)
         type = op.operands[0].type
         if type.is_float:
-            symbol, ordered = _FLOAT_COMPARE[op.opcode]
+            symbol, ordered = _FLOAT_COMPARE[op.definition]
             compare = builder.fcmp_ordered if ordered else builder.fcmp_unordered
             return compare(symbol, a, b)
         compare = builder.icmp_signed if type.is_signed else builder.icmp_unsigned
-        return compare(_INT_COMPARE[op.opcode], a, b)
-
-    op_ne = op_lt = op_le = op_gt = op_ge = op_eq
+        return compare(_INT_COMPARE[op.definition], a, b)
 
     def op_neg(self, builder, op: Op):
         (a,) = self.operands(builder, op)
@@ -399,8 +398,6 @@ class BodyLowering:
     def op_not(self, builder, op: Op):
         (a,) = self.operands(builder, op)
         return builder.not_(a)
-
-    op_invert = op_not
 
     def op_abs(self, builder, op: Op):
         (a,) = self.operands(builder, op)
@@ -419,10 +416,8 @@ class BodyLowering:
     def op_dim(self, builder, op: Op):
         return self.array(op.operands[0]).shape[op.attrs["axis"]]
 
-    def op_localmem(self, builder, op: Op):
+    def op_allocation(self, builder, op: Op):
         self.values[op] = self.env.allocation(builder, op)
-
-    op_private = op_localmem
 
     def address(self, builder, op: Op, count: int):
         array = self.array(op.operands[0])
@@ -448,7 +443,7 @@ class BodyLowering:
             self.non_negative = NonNegative(self.function)
         if self.non_negative(value) or _is_unsigned_index(value):
             return index
-        if isinstance(value, Op) and value.opcode == "const":
+        if is_op(value, D.CONST):
             return builder.add(index, extent)
         negative = builder.icmp_signed("<", index, ir.Constant(index.type, 0))
         return builder.select(negative, builder.add(index, extent), index)
@@ -489,7 +484,7 @@ class BodyLowering:
         address = self.address(builder, op, array_type.ndim)
         value = self.use(builder, op.operands[-1])
         dtype = array_type.dtype
-        name = op.attrs["op"]
+        name = op.definition.member
         if dtype.is_float:
             llvm_op = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax",
                        "exchange": "xchg"}[name]
@@ -520,7 +515,7 @@ def _is_one(value) -> bool:
 def _is_unsigned_index(value: Value) -> bool:
     """An index the kernel wrote as an unsigned number (converted to the index type by
     the frontend): it never counts from the end, however large."""
-    return isinstance(value, Op) and value.opcode == "cast" and \
+    return is_op(value, D.CAST) and \
         not value.operands[0].type.is_signed and not value.operands[0].type.is_float
 
 
@@ -566,12 +561,12 @@ class NonNegative:
             return 0
         if isinstance(value, BlockParam):
             return 0 if value in self.assumed else None
-        opcode, operands = value.opcode, value.operands
-        if opcode == "const":
+        kind, operands = value.definition, value.operands
+        if kind is D.CONST:
             return value.attrs["value"]
-        if opcode in ("local_id", "group_id", "ndrange", "dim"):
+        if kind.has(Trait.POSITION) or kind is D.DIM:
             return 0
-        if opcode == "cast":
+        if kind is D.CAST:
             source = operands[0].type
             if not isinstance(source, T.ScalarType) or source.is_float:
                 return None
@@ -579,34 +574,39 @@ class NonNegative:
                 return 0 if source.bits < value.type.bits else None  # below the sign bit
             return self.lower_bound(operands[0], depth) \
                 if source.bits <= value.type.bits else None
-        if opcode == "extract":
+        if kind is D.EXTRACT:
             tuple_op = operands[0]
-            if isinstance(tuple_op, Op) and tuple_op.opcode == "tuple":
+            if is_op(tuple_op, D.TUPLE):
                 return self.lower_bound(tuple_op.operands[value.attrs["index"]], depth)
             return None
         bounds = [self.lower_bound(v, depth) for v in operands]
         known = [b for b in bounds if b is not None]
-        if opcode == "add" and value.type.bits == 64 and len(known) == 2:
+        arithmetic = D.ARITHMETIC
+        if kind is arithmetic["add"] and value.type.bits == 64 and len(known) == 2:
             return known[0] + known[1]
-        if opcode == "sub" and value.type.bits == 64 and bounds[0] is not None \
-                and isinstance(operands[1], Op) and operands[1].opcode == "const":
+        if kind is arithmetic["sub"] and value.type.bits == 64 and bounds[0] is not None \
+                and is_op(operands[1], D.CONST):
             return bounds[0] - operands[1].attrs["value"]
         never_negative = len(known) == len(bounds) and min(known) >= 0
-        if opcode == "mul" and value.type.bits == 64 and never_negative:
+        if kind is arithmetic["mul"] and value.type.bits == 64 and never_negative:
             return known[0] * known[1]
-        if opcode in ("floordiv", "shr", "or", "xor") and never_negative:
+        if kind in _KEEPS_NON_NEGATIVE and never_negative:
             return 0
-        if opcode == "min" and len(known) == 2:
+        if kind is arithmetic["min"] and len(known) == 2:
             return min(known)
-        if opcode == "mod":
+        if kind is arithmetic["mod"]:
             return 0 if bounds[1] is not None and bounds[1] >= 0 else None  # Python's %
-        if opcode == "max" and known:
+        if kind is arithmetic["max"] and known:
             return max(known)
-        if opcode == "and" and any(b >= 0 for b in known):
+        if kind is arithmetic["and"] and any(b >= 0 for b in known):
             return 0
-        if opcode == "select" and bounds[1] is not None and bounds[2] is not None:
+        if kind is D.SELECT and bounds[1] is not None and bounds[2] is not None:
             return min(bounds[1], bounds[2])
         return None
+
+
+# Never negative where their operands are not.
+_KEEPS_NON_NEGATIVE = {D.ARITHMETIC[name] for name in ("floordiv", "shr", "or", "xor")}
 
 
 def _is_integer(type: T.IRType) -> bool:
@@ -797,9 +797,30 @@ def _shr(b, x, y, t, env):
     return b.ashr(x, y) if t.is_signed else b.lshr(x, y)
 
 
-_BINARY_HANDLERS = {"add": _add, "sub": _sub, "mul": _mul, "truediv": _truediv,
-                    "floordiv": _floordiv, "mod": _mod, "pow": _pow, "min": _min, "max": _max,
-                    "and": _and, "or": _or, "xor": _xor, "shl": _shl, "shr": _shr}
+_BINARY_HANDLERS = {D.ARITHMETIC[name]: handler for name, handler in {
+    "add": _add, "sub": _sub, "mul": _mul, "truediv": _truediv, "floordiv": _floordiv,
+    "mod": _mod, "pow": _pow, "min": _min, "max": _max, "and": _and, "or": _or, "xor": _xor,
+    "shl": _shl, "shr": _shr}.items()}
+
+# How each kind of operation is lowered: one entry per definition (`ir/definitions.py`).
+LOWERINGS = {
+    D.BR: BodyLowering.op_br, D.CBR: BodyLowering.op_cbr, D.RET: BodyLowering.op_ret,
+    D.ASSUME: BodyLowering.op_assume, D.BARRIER: BodyLowering.op_barrier,
+    D.BARRIER_ANY: BodyLowering.op_barrier_any, D.CONST: BodyLowering.op_const,
+    D.TUPLE: BodyLowering.op_tuple, D.EXTRACT: BodyLowering.op_extract,
+    D.LOCAL_ID: BodyLowering.op_position, D.GROUP_ID: BodyLowering.op_position,
+    D.NDRANGE: BodyLowering.op_position, D.SELECT: BodyLowering.op_select,
+    D.CAST: BodyLowering.op_cast, D.PRINT: BodyLowering.op_print,
+    D.UNARY["neg"]: BodyLowering.op_neg, D.UNARY["not"]: BodyLowering.op_not,
+    D.UNARY["invert"]: BodyLowering.op_not, D.UNARY["abs"]: BodyLowering.op_abs,
+    D.DIM: BodyLowering.op_dim, D.LOCALMEM: BodyLowering.op_allocation,
+    D.PRIVATE: BodyLowering.op_allocation, D.LOAD: BodyLowering.op_load,
+    D.STORE: BodyLowering.op_store, D.ATOMIC_CAS: BodyLowering.op_atomic_cas,
+    **{definition: BodyLowering.op_binary for definition in D.ARITHMETIC.values()},
+    **{definition: BodyLowering.op_compare for definition in D.COMPARISONS.values()},
+    **{definition: BodyLowering.op_math for definition in D.MATH.values()},
+    **{definition: BodyLowering.op_atomic for definition in D.ATOMICS.values()},
+}
 
 
 def printf_arguments(builder, format: str, values, string):

@@ -19,6 +19,7 @@ import linecache
 from importlib.metadata import entry_points
 
 from ..errors import CompileError
+from ..ir.definitions import INTRINSIC
 from ..ir.function import Module
 
 
@@ -72,7 +73,7 @@ def plugins_for(module: Module) -> list[Plugin]:
     markers = {}
     for function in module.functions.values():
         for op in function.ops():
-            if op.opcode == "intrinsic":
+            if op.definition is INTRINSIC:
                 markers.setdefault(op.attrs["name"], (function, op))
     if not markers:   # most kernels: no need to look for installed plugins
         return []

@@ -1,8 +1,8 @@
 """How each function a kernel may call is translated: a table from the Python object
 (`kk.index`, `math.sqrt`, `min`, `np.float32` ...) to a handler that emits IR.
 
-Adding a function to the language is one entry here (and, for a new math function,
-one entry in each target's math table)."""
+Adding a function to the language is one entry here (a new math function is one entry
+in `ir/math_functions.py`, from which this table and every target's lowering derive)."""
 from __future__ import annotations
 
 import ast
@@ -15,6 +15,9 @@ import numpy as np
 
 from .. import lang
 from ..ir import types as T
+from ..ir.definitions import (ATOMICS, GROUP_ID, LOCAL_ID, LOCALMEM, MATH, NDRANGE, PRIVATE,
+                              OpDefinition)
+from ..ir.math_functions import MATH_FUNCTIONS, MathFunction
 from ..lang import intrinsics as kk
 from .values import PyConst, const_value, is_const
 
@@ -54,8 +57,8 @@ def positional(tr, node: ast.Call, minimum: int, maximum: int, name: str,
 
 # -- work-item geometry -------------------------------------------------------------------
 
-def geometry(tr, opcode: str, axis: int):
-    return tr.builder.op(opcode, [], T.int64, {"axis": axis})
+def geometry(tr, position: OpDefinition, axis: int):
+    return tr.builder.op(position, [], T.int64, {"axis": axis})
 
 
 def group_sizes(tr):
@@ -83,16 +86,16 @@ def index_(tr, node):
     sizes = group_sizes(tr)
     ndim = len(sizes)
     if kind.value is kk.Local:
-        indices = [geometry(tr, "local_id", d) for d in range(ndim)]
+        indices = [geometry(tr, LOCAL_ID, d) for d in range(ndim)]
         extents = [tr.constant(s, T.int64) for s in sizes]
     elif kind.value is kk.Group:
-        indices = [geometry(tr, "group_id", d) for d in range(ndim)]
+        indices = [geometry(tr, GROUP_ID, d) for d in range(ndim)]
         extents = [number_of_groups(tr, d, node) for d in range(ndim)]
     else:
-        indices = [tr.binary("add", tr.binary("mul", geometry(tr, "group_id", d),
+        indices = [tr.binary("add", tr.binary("mul", geometry(tr, GROUP_ID, d),
                                               tr.constant(sizes[d], T.int64), node),
-                             geometry(tr, "local_id", d), node) for d in range(ndim)]
-        extents = [geometry(tr, "ndrange", d) for d in range(ndim)]
+                             geometry(tr, LOCAL_ID, d), node) for d in range(ndim)]
+        extents = [geometry(tr, NDRANGE, d) for d in range(ndim)]
     if style.value is kk.Linear:
         return linearize(tr, indices, extents, node)
     return tr.make_tuple(indices)
@@ -100,7 +103,7 @@ def index_(tr, node):
 
 def number_of_groups(tr, axis, node):
     size = tr.constant(group_sizes(tr)[axis], T.int64)
-    extent = geometry(tr, "ndrange", axis)
+    extent = geometry(tr, NDRANGE, axis)
     return tr.binary("floordiv", tr.binary("sub", tr.binary("add", extent, size, node),
                                            tr.constant(1, T.int64), node), size, node)
 
@@ -114,7 +117,7 @@ def groupsize_(tr, node):
 @handles(kk.ndrange)
 def ndrange_(tr, node):
     positional(tr, node, 0, 0, "kk.ndrange")
-    return tr.make_tuple([geometry(tr, "ndrange", d) for d in range(len(group_sizes(tr)))])
+    return tr.make_tuple([geometry(tr, NDRANGE, d) for d in range(len(group_sizes(tr)))])
 
 
 # -- memory -------------------------------------------------------------------------------
@@ -152,18 +155,18 @@ def static_shape(tr, value, node, name) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def allocation(opcode: str, space: str, name: str):
+def allocation(definition: OpDefinition, space: str, name: str):
     def handler(tr, node):
         args, _ = positional(tr, node, 2, 2, name)
         dtype = dtype_argument(tr, args[0], node, name)
         shape = static_shape(tr, args[1], node, name)
         array = T.ArrayType(dtype, len(shape), "C", space=space, shape=shape)
-        return tr.builder.op(opcode, [], array)
+        return tr.builder.op(definition, [], array)
     return handler
 
 
-handles(kk.localmem)(allocation("localmem", "local", "kk.localmem"))
-handles(kk.private)(allocation("private", "private", "kk.private"))
+handles(kk.localmem)(allocation(LOCALMEM, "local", "kk.localmem"))
+handles(kk.private)(allocation(PRIVATE, "private", "kk.private"))
 
 
 @handles(kk.synchronize)
@@ -208,7 +211,7 @@ def atomic(op_name):
             raise tr.error(f"{name} needs an integer array, got {dtype.name}", node)
         tr.require_scalar(args[2], node)
         value = tr.cast(args[2], dtype)
-        return tr.builder.op("atomic", [array, *indices, value], dtype, {"op": op_name})
+        return tr.builder.op(ATOMICS[op_name], [array, *indices, value], dtype)
     return handler
 
 
@@ -312,19 +315,15 @@ def range_(tr, node):
 
 # -- math ---------------------------------------------------------------------------------
 
-UNARY_MATH = ("sqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
-              "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
-              "fabs", "floor", "ceil", "trunc", "rint", "erf", "erfc", "gamma", "lgamma", "cbrt")
-BINARY_MATH = ("pow", "atan2", "hypot", "fmod", "copysign", "fmin", "fmax")
-PREDICATES = ("isnan", "isinf", "isfinite")
-
-
-def math_function(name: str, arity: int, python: bool, rounds_to_int: bool = False):
+def math_function(function: MathFunction, python: bool, rounds_to_int: bool = False):
     """`python`: Python's `math.name`, which computes in float64 and gives a Python
     float (weak: math.sqrt(x) * a float32 stays float32). Otherwise `kk.name` or
     `np.name`, which keep a float argument's precision (float32 in, float32 out)."""
+    name, definition = function.name, MATH[function.name]
+
     def handler(tr, node):
-        args, _ = positional(tr, node, arity, arity, f"math.{name}" if python else name)
+        args, _ = positional(tr, node, function.arity, function.arity,
+                             f"math.{name}" if python else name)
         for arg in args:
             tr.require_scalar(arg, node)
         operand_type = functools.reduce(T.promote, [a.type for a in args])
@@ -333,46 +332,28 @@ def math_function(name: str, arity: int, python: bool, rounds_to_int: bool = Fal
         elif not operand_type.is_float:
             operand_type = T.weak_float if operand_type.weak else T.float64
         operands = [tr.cast(a, operand_type) for a in args]
-        if name in PREDICATES:
-            return tr.emit("math", operands, T.bool_, {"name": name})
-        result = tr.emit("math", operands, operand_type, {"name": name})
+        result = tr.emit(definition, operands, T.bool_ if function.predicate else operand_type)
         if rounds_to_int:
             return tr.cast(result, T.weak_int)
         return result
     return handler
 
 
-for _name in UNARY_MATH + PREDICATES:
-    if hasattr(math, _name):
-        handles(getattr(math, _name))(
-            math_function(_name, 1, python=True,
-                          rounds_to_int=_name in ("floor", "ceil", "trunc")))
-    if hasattr(lang.math, _name):
-        handles(getattr(lang.math, _name))(math_function(_name, 1, python=False))
-for _name in BINARY_MATH:
-    if hasattr(math, _name):
-        handles(getattr(math, _name))(math_function(_name, 2, python=True))
-    if hasattr(lang.math, _name):
-        handles(getattr(lang.math, _name))(math_function(_name, 2, python=False))
-
-_NUMPY_UFUNCS = {
-    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
-    "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-    "rint": np.rint, "cbrt": np.cbrt, "isnan": np.isnan, "isinf": np.isinf,
-    "isfinite": np.isfinite, "pow": np.power, "atan2": np.arctan2, "hypot": np.hypot,
-    "fmod": np.fmod, "copysign": np.copysign, "fmin": np.fmin, "fmax": np.fmax,
-}
-for _name, _ufunc in _NUMPY_UFUNCS.items():
-    handles(_ufunc)(math_function(_name, 2 if _name in BINARY_MATH else 1, python=False))
+for _function in MATH_FUNCTIONS.values():
+    if hasattr(math, _function.name):
+        handles(getattr(math, _function.name))(
+            math_function(_function, python=True,
+                          rounds_to_int=_function.name in ("floor", "ceil", "trunc")))
+    handles(getattr(lang.math, _function.name))(math_function(_function, python=False))
+    if isinstance(_function.host, np.ufunc):
+        handles(_function.host)(math_function(_function, python=False))
 
 
 @handles(math.degrees, math.radians)
 def degrees_radians(tr, node):
-    args, _ = positional(tr, node, 1, 1, "math.degrees")
-    factor = 180.0 / math.pi if lookup_name(tr, node) is math.degrees else math.pi / 180.0
+    degrees = lookup_name(tr, node) is math.degrees
+    args, _ = positional(tr, node, 1, 1, "math.degrees" if degrees else "math.radians")
+    factor = 180.0 / math.pi if degrees else math.pi / 180.0
     value = args[0]
     tr.require_scalar(value, node)
     # Python's math: computed in float64, a Python float.

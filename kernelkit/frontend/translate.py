@@ -23,9 +23,10 @@ import numpy as np
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.builder import Builder
+from ..ir.definitions import CAST, DEFINITIONS, TUPLE, OpDefinition
 from ..ir.fold import fold, to_python
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Location, Value
+from ..ir.ops import Location, Value, is_op
 from ..lang.markers import Marker
 from .values import UNDEFINED, PyConst, const_value, is_const
 
@@ -841,16 +842,18 @@ class FunctionTranslator:
     def constant(self, value, type: T.ScalarType) -> Value:
         return self.builder.const(to_python(value, type), type)
 
-    def emit(self, opcode: str, operands: list[Value], type: T.IRType, attrs=None) -> Value:
+    def emit(self, kind: OpDefinition | str, operands: list[Value], type: T.IRType,
+             attrs=None) -> Value:
+        definition = DEFINITIONS[kind] if isinstance(kind, str) else kind
         if all(is_const(v) for v in operands) and operands:
-            folded = fold(opcode, attrs or {}, [const_value(v) for v in operands],
+            folded = fold(definition, [const_value(v) for v in operands],
                           [v.type for v in operands], type)
             if folded is not None:
                 return self.builder.const(folded, type)
-        return self.builder.op(opcode, operands, type, attrs)
+        return self.builder.op(definition, operands, type, attrs)
 
     def cast(self, value: Value, type: T.IRType) -> Value:
-        if getattr(value, "opcode", None) == "cast" and \
+        if is_op(value, CAST) and \
                 value.type.strong == value.operands[0].type.strong:
             value = value.operands[0]   # a weak view of a strong value (len(a)): no conversion
         if value.type == type:
@@ -978,7 +981,7 @@ class FunctionTranslator:
     def extract(self, value, index: int):
         if isinstance(value, PyConst) and isinstance(value.value, tuple):
             return self.python_value(value.value[index], self.node)
-        if getattr(value, "opcode", None) == "tuple":
+        if is_op(value, TUPLE):
             return value.operands[index]
         return self.builder.op("extract", [value], value.type.elements[index], {"index": index})
 

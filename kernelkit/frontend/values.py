@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir.ops import Value
+from ..ir.definitions import CONST
+from ..ir.ops import Value, constant_value, is_op
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +32,8 @@ FrontendValue = Value | PyConst
 
 def const_value(value: Value) -> Any:
     """The compile-time value of an IR constant, or None."""
-    opcode = getattr(value, "opcode", None)
-    if opcode == "const":
-        return value.attrs["value"]
-    return None
+    return constant_value(value)
 
 
 def is_const(value) -> bool:
-    return getattr(value, "opcode", None) == "const"
+    return is_op(value, CONST)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .definitions import OpDefinition
 from .function import Block, Function
 from .ops import Location, Op, Successor, Value
 from .types import IRType, void
@@ -20,10 +21,10 @@ class Builder:
     def position_at_end(self, block: Block) -> None:
         self.block = block
 
-    def op(self, opcode: str, operands: list[Value], type: IRType = void,
+    def op(self, kind: OpDefinition | str, operands: list[Value], type: IRType = void,
            attrs: dict[str, Any] | None = None, successors: list[Successor] | None = None) -> Op:
         assert self.block is not None and not self.block.is_terminated
-        return self.block.append(Op(opcode, operands, type, attrs, successors, self.loc))
+        return self.block.append(Op(kind, operands, type, attrs, successors, self.loc))
 
     def const(self, value, type: IRType) -> Op:
         return self.op("const", [], type, {"value": value})

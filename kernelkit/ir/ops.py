@@ -1,4 +1,4 @@
-"""SSA values and operations, and the table of opcodes with their properties.
+"""SSA values and operations; what each kind of operation is lives in `definitions.py`.
 
 An operation produces at most one value (itself). Control flow is explicit: a block
 ends with a terminator (`br`, `cbr`, `ret`) whose successors pass values to the
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .definitions import CONST, DEFINITIONS, OpDefinition, Trait
 from .types import IRType, void
 
 if TYPE_CHECKING:
@@ -49,14 +50,18 @@ class Location:
 
 
 class Op(Value):
-    __slots__ = ("opcode", "operands", "attrs", "successors", "loc", "block")
+    """An operation of the kind `definition` (one of `definitions.DEFINITIONS`), made
+    from the definition or from its name as the IR text spells it."""
 
-    def __init__(self, opcode: str, operands: list[Value], type: IRType = void,
-                 attrs: dict[str, Any] | None = None, successors: list[Successor] | None = None,
-                 loc: Location | None = None):
-        assert opcode in OPCODES, opcode
+    __slots__ = ("definition", "operands", "attrs", "successors", "loc", "block")
+
+    def __init__(self, definition: OpDefinition | str, operands: list[Value],
+                 type: IRType = void, attrs: dict[str, Any] | None = None,
+                 successors: list[Successor] | None = None, loc: Location | None = None):
+        if isinstance(definition, str):
+            definition = DEFINITIONS[definition]
         super().__init__(type)
-        self.opcode = opcode
+        self.definition = definition
         self.operands = list(operands)
         self.attrs = attrs or {}
         self.successors = successors or []
@@ -64,12 +69,20 @@ class Op(Value):
         self.block = None
 
     @property
+    def opcode(self) -> str:
+        """The kind's name, as the IR text prints it (for messages and printing)."""
+        return self.definition.name
+
+    @property
     def is_terminator(self) -> bool:
-        return OPCODES[self.opcode].terminator
+        return self.definition.is_terminator
 
     @property
     def is_pure(self) -> bool:
-        return OPCODES[self.opcode].pure
+        return self.definition.is_pure
+
+    def has(self, trait: Trait) -> bool:
+        return trait in self.definition.traits
 
     def all_operands(self):
         yield from self.operands
@@ -85,54 +98,11 @@ class Op(Value):
         return f"<Op {self.opcode} : {self.type}>"
 
 
-@dataclass(frozen=True, slots=True)
-class OpInfo:
-    pure: bool = True          # no side effects: removable when unused, mergeable by CSE
-    terminator: bool = False
+def is_op(value, definition: OpDefinition) -> bool:
+    """Whether `value` is an operation of the kind `definition`."""
+    return isinstance(value, Op) and value.definition is definition
 
 
-_PURE = OpInfo()
-_EFFECT = OpInfo(pure=False)
-_TERMINATOR = OpInfo(pure=False, terminator=True)
-
-BINARY_OPS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "min", "max",
-              "and", "or", "xor", "shl", "shr")
-COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
-UNARY_OPS = ("neg", "not", "invert", "abs")
-ATOMIC_OPS = ("add", "sub", "min", "max", "and", "or", "xor", "exchange")
-GEOMETRY_OPS = ("local_id", "group_id", "ndrange")
-
-OPCODES: dict[str, OpInfo] = {
-    "const": _PURE,
-    **{name: _PURE for name in BINARY_OPS + COMPARE_OPS + UNARY_OPS},
-    "cast": _PURE,
-    "select": _PURE,
-    "math": _PURE,
-    **{name: _PURE for name in GEOMETRY_OPS},
-    "dim": _PURE,        # an array's extent along attrs['axis']
-    "tuple": _PURE,
-    "extract": _PURE,    # element attrs['index'] of a tuple
-    # Loads are not pure: a store or barrier between two equal loads changes the result.
-    "load": _EFFECT,
-    "store": _EFFECT,
-    "atomic": _EFFECT,
-    "atomic_cas": _EFFECT,
-    "localmem": _EFFECT,  # one allocation per work-group: never merged
-    "private": _EFFECT,   # one allocation per work-item: never merged
-    "barrier": _EFFECT,
-    "barrier_any": _EFFECT,  # a barrier that tells every work-item if any operand was true
-    "print": _EFFECT,
-    "call": _EFFECT,
-    "intrinsic": _EFFECT,  # a plugin's marker (attrs['name']), rewritten by the plugin
-    "deferred": _PURE,     # a reference to function attrs['function'] of the module
-    "call_ref": _EFFECT,   # a call through a reference (operand 0)
-    "assume": _EFFECT,     # operand 0 holds for every work-item of the group (versioning)
-    "br": _TERMINATOR,
-    "cbr": _TERMINATOR,
-    "ret": _TERMINATOR,
-}
-
-BARRIER_OPS = ("barrier", "barrier_any")
-
-# Loads have no side effects: an unused load can be dropped, but not merged with another.
-REMOVABLE_WHEN_UNUSED = {name for name, info in OPCODES.items() if info.pure} | {"load"}
+def constant_value(value):
+    """The value of a constant operation, or None for anything else."""
+    return value.attrs["value"] if is_op(value, CONST) else None

@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import KernelkitError
+from .definitions import CONST, DEFINITIONS
 from .function import Block, Function, Module
-from .ops import OPCODES, Location, Op, Successor
+from .ops import Location, Op, Successor
 from .types import IRType, parse_type, split_top_level
 
 
@@ -199,13 +200,13 @@ class _OpScanner:
             self.expect("=")
         self.skip_spaces()
         column = self.position
-        opcode = self.word()
-        if opcode not in OPCODES:
+        opcode = self.word(r"[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)?")
+        if opcode not in DEFINITIONS:
             self.position = column
             raise self.error(f"unknown operation {opcode!r}")
         operands, successors, attrs = [], [], {}
         constant = None
-        if opcode == "const":
+        if DEFINITIONS[opcode] is CONST:
             constant = self.attribute()
         else:
             self.skip_spaces()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from .definitions import CONST
 from .function import Function, Module
 from .ops import Op, Value
 from .types import IRType
@@ -42,14 +43,15 @@ def print_function(function: Function) -> str:
 
 def _print_op(op: Op, name, block_names, source_file: str) -> str:
     text = f"{name(op)} = {op.opcode}" if not _is_void(op.type) else op.opcode
-    if op.opcode == "const":
+    constant = op.definition is CONST
+    if constant:
         text += " " + format_attr(op.attrs["value"])
     elif op.operands:
         text += " " + ", ".join(name(v) for v in op.operands)
     for successor in op.successors:
         args = ", ".join(name(v) for v in successor.args)
         text += f"{',' if op.operands or text.endswith(')') else ''} {block_names[successor.block]}({args})"
-    attrs = {k: v for k, v in op.attrs.items() if not (op.opcode == "const" and k == "value")}
+    attrs = {k: v for k, v in op.attrs.items() if not (constant and k == "value")}
     if attrs:
         text += " {" + ", ".join(f"{k} = {format_attr(v)}" for k, v in sorted(attrs.items())) + "}"
     if not _is_void(op.type):

@@ -3,8 +3,7 @@ error, so it raises `IRVerificationError` with the printed function attached."""
 from __future__ import annotations
 
 from .function import Function, Module
-from .ops import BINARY_OPS, COMPARE_OPS, Op, Value
-from .types import ScalarType, bool_
+from .ops import Op, Value
 
 
 class IRVerificationError(AssertionError):
@@ -52,30 +51,23 @@ def verify_function(function: Function, module: Module | None = None) -> None:
 
 
 def _check_types(op: Op, function: Function, module: Module | None) -> list[str]:
-    if op.opcode in BINARY_OPS:
-        a, b = op.operands
-        if op.opcode not in ("shl", "shr") and a.type != b.type:
-            return [f"{op.opcode} of {a.type.name} and {b.type.name}"]
-    elif op.opcode in COMPARE_OPS:
-        if op.operands[0].type != op.operands[1].type or op.type != bool_:
-            return [f"{op.opcode} compares {op.operands[0].type.name} with {op.operands[1].type.name}"]
-    elif op.opcode == "cbr":
-        if op.operands[0].type != bool_:
-            return [f"cbr on a {op.operands[0].type.name}"]
-    elif op.opcode == "ret":
-        returned = op.operands[0].type.name if op.operands else "void"
-        if returned != function.return_type.name:
-            return [f"ret of {returned} in a function returning {function.return_type.name}"]
-    elif op.opcode == "call" and module is not None:
-        callee = module.functions.get(op.attrs["callee"])
-        if callee is None:
-            return [f"call to unknown function @{op.attrs['callee']}"]
-        if [v.type for v in op.operands] != [p.type for p in callee.params]:
-            return [f"call to @{callee.name} with wrong argument types"]
-    elif op.opcode == "select":
-        if op.operands[1].type != op.operands[2].type or not isinstance(op.type, ScalarType):
-            return ["select of different types"]
-    return []
+    """What the op's definition says is wrong with it: operand count, attributes, the
+    result type its rule gives, and its own checks."""
+    definition = op.definition
+    problem = definition.arity_problem(len(op.operands))
+    if problem is not None:
+        return [problem]
+    missing = [name for name in definition.attributes if name not in op.attrs]
+    if missing:
+        return [f"{op.opcode} without the attribute{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing)}"]
+    problems = list(definition.verify(op, module)) if definition.verify else []
+    if not problems and definition.result is not None:
+        expected = definition.result([v.type for v in op.operands], op.attrs)
+        if expected is not None and expected != op.type:
+            problems.append(f"{op.opcode} gives {op.type.name}; its operands make it "
+                            f"{expected.name}")
+    return problems
 
 
 def _check_dominance(function: Function) -> list[str]:

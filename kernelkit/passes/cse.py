@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.definitions import TUPLE
 from ..ir.function import Block, Function, Module
 from .dominance import immediate_dominators
 from .pipeline import register
@@ -32,7 +33,7 @@ def dominator_tree(function: Function) -> dict[Block, list[Block]]:
 
 def _key(op):
     attrs = tuple(sorted((k, repr(v)) for k, v in op.attrs.items()))
-    return (op.opcode, tuple(id(v) for v in op.operands), attrs, op.type)
+    return (op.definition, tuple(id(v) for v in op.operands), attrs, op.type)
 
 
 def eliminate(function: Function) -> None:
@@ -51,7 +52,8 @@ def eliminate(function: Function) -> None:
         kept = []
         for op in block.ops:
             op.map_operands(mapping)
-            if op.is_pure and op.opcode not in ("tuple",):
+            # Tuples only group values for `extract`, which simplify looks through.
+            if op.is_pure and op.definition is not TUPLE:
                 key = _key(op)
                 if key in scope:
                     mapping[op] = scope[key]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.function import Function, Module
-from ..ir.ops import REMOVABLE_WHEN_UNUSED, BlockParam, Op
+from ..ir.ops import BlockParam, Op
 from .pipeline import register
 
 
@@ -28,9 +28,9 @@ def remove_dead_code(function: Function) -> None:
                 for param, arg in zip(successor.block.params, successor.args):
                     incoming.setdefault(param, []).append(arg)
     needed: set = set()
-    stack = [v for op in function.ops() if op.opcode not in REMOVABLE_WHEN_UNUSED
-             for v in op.operands]
-    stack.extend(op for op in function.ops() if op.opcode not in REMOVABLE_WHEN_UNUSED)
+    kept = [op for op in function.ops() if not op.definition.removable_when_unused]
+    stack = [v for op in kept for v in op.operands]
+    stack.extend(kept)
     while stack:
         value = stack.pop()
         if value in needed:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.definitions import (ARITHMETIC, ASSUME, BR, CAST, CBR, COMPARISONS, CONST, DIM,
+                              GROUP_ID, LOCAL_ID, NDRANGE, NOT, SELECT, UNARY)
 from ..ir.function import Function, Module
 from ..ir.ops import Op, Successor
 from .dce import DeadCode
@@ -21,9 +23,11 @@ from .uniformity import divergent_region, varying_values
 from .uses import clone_function
 
 SUFFIX = ".interior"
-_COMPUTED = {"const", "local_id", "group_id", "ndrange", "dim", "cast", "select", "and", "or",
-             "xor", "not", "add", "sub", "mul", "floordiv", "mod", "min", "max", "neg",
-             "eq", "ne", "lt", "le", "gt", "ge"}
+# What a guard may be computed with: work-item positions, extents and cheap arithmetic.
+_COMPUTED = {CONST, LOCAL_ID, GROUP_ID, NDRANGE, DIM, CAST, SELECT, UNARY["not"], UNARY["neg"],
+             *(ARITHMETIC[name] for name in ("and", "or", "xor", "add", "sub", "mul",
+                                             "floordiv", "mod", "min", "max")),
+             *COMPARISONS.values()}
 
 
 @register
@@ -54,7 +58,7 @@ def guard_to_assume(function: Function) -> tuple[Op, int] | None:
         return None
     for block in function.blocks:
         branch = block.terminator
-        if branch is None or branch.opcode != "cbr" or branch.operands[0] not in varying:
+        if branch is None or branch.definition is not CBR or branch.operands[0] not in varying:
             continue
         if not _computed_from_indices(branch.operands[0], function):
             continue
@@ -72,14 +76,14 @@ def assume_guard(function: Function, branch: Op, taken: int) -> None:
     condition = branch.operands[0]
     position = block.ops.index(branch)
     if taken == 1:
-        condition = Op("not", [condition], condition.type, loc=branch.loc)
+        condition = Op(NOT, [condition], condition.type, loc=branch.loc)
         condition.block = block
         block.ops.insert(position, condition)
         position += 1
-    assume = Op("assume", [condition], loc=branch.loc)
+    assume = Op(ASSUME, [condition], loc=branch.loc)
     assume.block = block
     successor = branch.successors[taken]
-    jump = Op("br", [], successors=[Successor(successor.block, successor.args)], loc=branch.loc)
+    jump = Op(BR, [], successors=[Successor(successor.block, successor.args)], loc=branch.loc)
     jump.block = block
     block.ops[position:] = [assume, jump]
 
@@ -92,7 +96,7 @@ def _computed_from_indices(value, function: Function) -> bool:
         if current in seen or current in params:
             continue
         seen.add(current)
-        if not isinstance(current, Op) or current.opcode not in _COMPUTED:
+        if not isinstance(current, Op) or current.definition not in _COMPUTED:
             return False
         stack.extend(current.operands)
     return True

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.definitions import BR, CALL, CALL_REF, DEFERRED, RET
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Op, Successor
+from ..ir.ops import Op, Successor, is_op
 from .pipeline import register
 from .uses import clone_op, replace_all_uses
 
@@ -19,11 +20,11 @@ class Inline:
     def __call__(self, module: Module) -> None:
         kernel = module.kernel
         while True:
-            call = next((op for op in kernel.ops() if op.opcode == "call" or
-                         op.opcode == "call_ref" and _direct_reference(op)), None)
+            call = next((op for op in kernel.ops() if op.definition is CALL or
+                         op.definition is CALL_REF and _direct_reference(op)), None)
             if call is None:
                 break
-            if call.opcode == "call_ref":
+            if call.definition is CALL_REF:
                 call = _as_direct_call(call)
             inline_call(kernel, call, module.functions[call.attrs["callee"]])
         # Device functions are now part of the kernel.
@@ -34,12 +35,12 @@ def _direct_reference(call: Op) -> bool:
     """A call through a reference made right there by `deferred` (not one chosen at run
     time): it calls the referenced function."""
     reference = call.operands[0]
-    return isinstance(reference, Op) and reference.opcode == "deferred"
+    return is_op(reference, DEFERRED)
 
 
 def _as_direct_call(call: Op) -> Op:
     reference, *args = call.operands
-    direct = Op("call", args, call.type, {"callee": reference.attrs["function"]}, loc=call.loc)
+    direct = Op(CALL, args, call.type, {"callee": reference.attrs["function"]}, loc=call.loc)
     block = call.block
     direct.block = block
     block.ops[block.ops.index(call)] = direct
@@ -70,8 +71,8 @@ def inline_call(caller: Function, call: Op, callee: Function) -> None:
                 values[param] = clone.add_param(param.type, param.hint)
     for callee_block, clone in zip(callee.blocks, clones):
         for op in callee_block.ops:
-            if op.opcode == "ret":
-                clone.append(Op("br", [], successors=[Successor(
+            if op.definition is RET:
+                clone.append(Op(BR, [], successors=[Successor(
                     continuation, [values.get(v, v) for v in op.operands])], loc=op.loc))
             else:
                 clone.append(clone_op(op, values, blocks))
@@ -81,7 +82,7 @@ def inline_call(caller: Function, call: Op, callee: Function) -> None:
             op.map_operands(values)
     index = caller.blocks.index(continuation)
     caller.blocks[index:index] = clones
-    block.append(Op("br", [], successors=[Successor(clones[0], [])], loc=call.loc))
+    block.append(Op(BR, [], successors=[Successor(clones[0], [])], loc=call.loc))
     if continuation.params:
         replace_all_uses(caller, {call: continuation.params[0]})
 

@@ -2,8 +2,9 @@
 that runs the work-items of a group one after another must keep those per item)."""
 from __future__ import annotations
 
+from ..ir.definitions import Trait
 from ..ir.function import Function
-from ..ir.ops import BARRIER_OPS, Value
+from ..ir.ops import Value
 
 
 def live_sets(function: Function) -> tuple[dict, dict]:
@@ -43,7 +44,7 @@ def live_across_barriers(function: Function) -> set[Value]:
     live_in, outs = live_sets(function)
     crossing: set[Value] = set()
     for block in function.blocks:
-        if not any(op.opcode in BARRIER_OPS for op in block.ops):
+        if not any(op.has(Trait.BARRIER) for op in block.ops):
             continue
         terminator = block.terminator
         handed_over = set(terminator.operands)
@@ -51,7 +52,7 @@ def live_across_barriers(function: Function) -> set[Value]:
             handed_over |= live_in[successor.block] | set(successor.block.params)
         live = set(outs[block])
         for op in reversed(block.ops):
-            if op.opcode in BARRIER_OPS:
+            if op.has(Trait.BARRIER):
                 crossing |= handed_over if op is block.ops[-2] else live
             live.discard(op)
             live.update(op.operands)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.definitions import ADD, BARRIER, BR, CBR, COMPARISONS, CONST, SUB, Trait
 from ..ir.function import Block, Function, Module
-from ..ir.ops import BARRIER_OPS, Op, Successor
+from ..ir.ops import Op, Successor, is_op
 from .dominance import natural_loops
 from .uniformity import divergent_region, varying_values
 from .pipeline import register
@@ -56,10 +57,10 @@ def runs_at_most(header: Block, body: set[Block], limit: int) -> bool:
     """Whether the loop's condition is `counter <op> constant` with a counter that starts
     at a constant and steps by a constant, and stops within `limit` iterations."""
     condition_branch = header.terminator
-    if condition_branch.opcode != "cbr":
+    if condition_branch.definition is not CBR:
         return False
     condition = condition_branch.operands[0]
-    if not isinstance(condition, Op) or condition.opcode not in _COMPARE:
+    if not isinstance(condition, Op) or condition.definition not in _COMPARE:
         return False
     left, right = condition.operands
     counter, bound, flipped = (left, right, False) if left in header.params else \
@@ -75,16 +76,16 @@ def runs_at_most(header: Block, body: set[Block], limit: int) -> bool:
             value = successor.args[position]
             if block not in body and _is_const(value):
                 starts.add(value.attrs["value"])
-            elif block in body and isinstance(value, Op) and value.opcode in ("add", "sub") \
+            elif block in body and (is_op(value, ADD) or is_op(value, SUB)) \
                     and value.operands[0] is counter and _is_const(value.operands[1]):
                 step = value.operands[1].attrs["value"]
-                steps.add(step if value.opcode == "add" else -step)
+                steps.add(step if value.definition is ADD else -step)
             else:
                 return False
     if len(starts) != 1 or len(steps) != 1:
         return False
     (value,), (step,) = starts, steps
-    stays = _COMPARE[condition.opcode]
+    stays = _COMPARE[condition.definition]
     continue_on_true = condition_branch.successors[0].block in body
     bound_value = bound.attrs["value"]
     for _ in range(limit + 1):
@@ -95,19 +96,20 @@ def runs_at_most(header: Block, body: set[Block], limit: int) -> bool:
     return False
 
 
-_COMPARE = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-            "ge": lambda a, b: a >= b, "ne": lambda a, b: a != b, "eq": lambda a, b: a == b}
+_COMPARE = {COMPARISONS[name]: test for name, test in {
+    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b, "ne": lambda a, b: a != b, "eq": lambda a, b: a == b}.items()}
 
 
 def _is_const(value) -> bool:
-    return isinstance(value, Op) and value.opcode == "const"
+    return is_op(value, CONST)
 
 
 def put_barriers_on_edges_into(function: Function, header: Block) -> None:
     """Every edge into `header` goes through a new block `barrier; br header(args)`."""
     for block in list(function.blocks):
         terminator = block.terminator
-        if terminator is None or (block.ops[-2:-1] and block.ops[-2].opcode in BARRIER_OPS
+        if terminator is None or (block.ops[-2:-1] and block.ops[-2].has(Trait.BARRIER)
                                   and len(terminator.successors) == 1):
             continue
         for index, successor in enumerate(terminator.successors):
@@ -115,8 +117,8 @@ def put_barriers_on_edges_into(function: Function, header: Block) -> None:
                 continue
             edge = Block()
             edge.function = function
-            edge.append(Op("barrier", [], loc=terminator.loc))
-            edge.append(Op("br", [], successors=[Successor(header, successor.args)],
+            edge.append(Op(BARRIER, [], loc=terminator.loc))
+            edge.append(Op(BR, [], successors=[Successor(header, successor.args)],
                            loc=terminator.loc))
             terminator.successors[index] = Successor(edge)
             function.blocks.insert(function.blocks.index(block) + 1, edge)

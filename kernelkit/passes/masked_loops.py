@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import types as T
+from ..ir.definitions import ADD, ARITHMETIC, BARRIER_ANY, BR, CBR, CONST, MUL, NOT
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Op, Successor
+from ..ir.ops import Op, Successor, is_op
 from .dce import remove_dead_code
 from .dominance import natural_loops
 from .pipeline import register
@@ -43,7 +44,7 @@ def next_loop_to_mask(function: Function):
     varying = varying_values(function)
     for header, body in natural_loops(function).items():
         branch = header.terminator
-        if branch.opcode != "cbr" or branch.operands[0] not in varying:
+        if branch.definition is not CBR or branch.operands[0] not in varying:
             continue
         inside = [s.block in body for s in branch.successors]
         if inside.count(True) != 1:
@@ -51,7 +52,7 @@ def next_loop_to_mask(function: Function):
         if any(s not in body for block in body if block is not header
                for s in block.successors):
             continue  # another way out (break, return)
-        if any(not (op.is_pure or op.opcode == "load") for op in header.ops[:-1]):
+        if any(not op.definition.removable_when_unused for op in header.ops[:-1]):
             continue  # the header runs again for waiting work-items
         if header in divergent_region(function, varying - {branch.operands[0]}):
             continue  # not every work-item reaches the loop
@@ -65,32 +66,32 @@ def mask_loop(function: Function, header: Block, inside: int) -> None:
     body, exit_ = branch.successors[inside], branch.successors[1 - inside]
     loc = branch.loc
 
-    def op(opcode, operands, type=T.void, block=header, successors=None, attrs=None):
-        made = Op(opcode, operands, type, attrs, successors, loc=loc)
+    def op(definition, operands, type=T.void, block=header, successors=None, attrs=None):
+        made = Op(definition, operands, type, attrs, successors, loc=loc)
         block.append(made)
         return made
 
     for block in function.blocks:
         for successor in block.terminator.successors if block.terminator else ():
             if successor.block is header:
-                false = Op("const", [], T.bool_, {"value": False}, loc=loc)
+                false = Op(CONST, [], T.bool_, {"value": False}, loc=loc)
                 block.insert_before_terminator(false)
                 successor.args = [*successor.args, false]
     params = list(header.params)
     done = header.add_param(T.bool_, "done")
     if inside == 1:
-        condition = op("not", [condition], T.bool_)
-    go = op("and", [op("not", [done], T.bool_), condition], T.bool_)
-    any_go = op("barrier_any", [go], T.bool_)
+        condition = op(NOT, [condition], T.bool_)
+    go = op(ARITHMETIC["and"], [op(NOT, [done], T.bool_), condition], T.bool_)
+    any_go = op(BARRIER_ANY, [go], T.bool_)
     decide, guard = Block(), Block()
     for new in (guard, decide):
         new.function = function
         function.blocks.insert(function.blocks.index(header) + 1, new)
-    op("br", [], successors=[Successor(decide)])
-    op("cbr", [any_go], block=decide, successors=[Successor(guard), exit_])
-    true = op("const", [], T.bool_, block=guard, attrs={"value": True})
+    op(BR, [], successors=[Successor(decide)])
+    op(CBR, [any_go], block=decide, successors=[Successor(guard), exit_])
+    true = op(CONST, [], T.bool_, block=guard, attrs={"value": True})
     skip = Successor(header, [*params, true])
-    op("cbr", [go], block=guard, successors=[body, skip])
+    op(CBR, [go], block=guard, successors=[body, skip])
     count_iterations(function, header, guard, skip, params)
 
 
@@ -114,7 +115,7 @@ def count_iterations(function: Function, header: Block, guard: Block, skip: Succ
                 continue
             if block not in body:
                 starts.add(arg)
-            elif isinstance(arg, Op) and arg.opcode == "add" and arg.operands[0] is p and \
+            elif is_op(arg, ADD) and arg.operands[0] is p and \
                     arg.operands[1] not in varying and not _made_in(arg.operands[1], body):
                 steps.add(arg.operands[1])
             else:
@@ -162,17 +163,17 @@ def _used_outside(value, body) -> bool:
 def _recompute_from_iterations(function, header, guard, body, edges, skip, p, start, step):
     loc = guard.terminator.loc
     iteration = header.add_param(p.type, "iteration")
-    one = guard.insert_before_terminator(Op("const", [], p.type, {"value": 1}, loc=loc))
-    following = guard.insert_before_terminator(Op("add", [iteration, one], p.type, loc=loc))
+    one = guard.insert_before_terminator(Op(CONST, [], p.type, {"value": 1}, loc=loc))
+    following = guard.insert_before_terminator(Op(ADD, [iteration, one], p.type, loc=loc))
     for block, successor in edges:
         if successor is skip or block in body:
             successor.args = [*successor.args, following]
         else:
-            zero = block.insert_before_terminator(Op("const", [], p.type, {"value": 0},
+            zero = block.insert_before_terminator(Op(CONST, [], p.type, {"value": 0},
                                                      loc=loc))
             successor.args = [*successor.args, zero]
-    offset = Op("mul", [iteration, step], p.type, loc=loc)
-    current = Op("add", [start, offset], p.type, loc=loc)
+    offset = Op(MUL, [iteration, step], p.type, loc=loc)
+    current = Op(ADD, [start, offset], p.type, loc=loc)
     for position, made in enumerate((offset, current)):
         made.block = header
         header.ops.insert(position, made)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.definitions import BR, CAST, CBR, CONST, EXTRACT, SELECT, TUPLE, Trait
 from ..ir.fold import fold
 from ..ir.function import Function, Module
-from ..ir.ops import Op, Successor
+from ..ir.ops import Op, Successor, constant_value, is_op
 from .pipeline import register
 from .uses import replace_all_uses
 
@@ -31,10 +32,6 @@ class Simplify:
                 changed |= speculate_short_branches(function)
 
 
-def _const(value):
-    return value.attrs["value"] if getattr(value, "opcode", None) == "const" else None
-
-
 def fold_constants(function: Function) -> bool:
     mapping = {}
     for block in function.blocks:
@@ -55,19 +52,20 @@ def fold_constants(function: Function) -> bool:
 
 def _simplified(op: Op):
     """A value equal to `op`'s result, or None."""
-    if op.opcode == "const" or not op.is_pure or not op.operands:
+    kind = op.definition
+    if not op.is_pure or not op.operands:
         return None
-    if op.opcode == "extract" and getattr(op.operands[0], "opcode", None) == "tuple":
+    if kind is EXTRACT and is_op(op.operands[0], TUPLE):
         return op.operands[0].operands[op.attrs["index"]]
-    if op.opcode == "cast" and op.operands[0].type == op.type:
+    if kind is CAST and op.operands[0].type == op.type:
         return op.operands[0]
-    if op.opcode == "select" and _const(op.operands[0]) is not None:
-        return op.operands[1] if _const(op.operands[0]) else op.operands[2]
-    if all(getattr(v, "opcode", None) == "const" for v in op.operands):
-        value = fold(op.opcode, op.attrs, [_const(v) for v in op.operands],
+    if kind is SELECT and is_op(op.operands[0], CONST):
+        return op.operands[1] if constant_value(op.operands[0]) else op.operands[2]
+    if all(is_op(v, CONST) for v in op.operands):
+        value = fold(kind, [constant_value(v) for v in op.operands],
                      [v.type for v in op.operands], op.type)
         if value is not None:
-            return Op("const", [], op.type, {"value": value}, loc=op.loc)
+            return Op(CONST, [], op.type, {"value": value}, loc=op.loc)
     return None
 
 
@@ -75,9 +73,9 @@ def fold_branches(function: Function) -> bool:
     changed = False
     for block in function.blocks:
         terminator = block.terminator
-        if terminator is None or terminator.opcode != "cbr":
+        if terminator is None or terminator.definition is not CBR:
             continue
-        condition = _const(terminator.operands[0])
+        condition = constant_value(terminator.operands[0])
         if condition is None and terminator.successors[0].block is not terminator.successors[1].block:
             continue
         if condition is None:
@@ -85,7 +83,7 @@ def fold_branches(function: Function) -> bool:
                 continue
             condition = True
         taken = terminator.successors[0 if condition else 1]
-        replacement = Op("br", [], successors=[Successor(taken.block, list(taken.args))],
+        replacement = Op(BR, [], successors=[Successor(taken.block, list(taken.args))],
                          loc=terminator.loc)
         replacement.block = block
         block.ops[-1] = replacement
@@ -133,7 +131,7 @@ def merge_blocks(function: Function) -> bool:
             continue
         pred = preds[0]
         terminator = pred.terminator
-        if terminator.opcode != "br" or pred in merged:
+        if terminator.definition is not BR or pred in merged:
             continue
         mapping.update(zip(block.params, terminator.successors[0].args))
         pred.ops.pop()
@@ -150,7 +148,6 @@ def merge_blocks(function: Function) -> bool:
 
 SPECULATED_OPS = 4
 """A branch of at most this many cheap pure operations is computed unconditionally."""
-_EXPENSIVE = {"math", "pow", "truediv"}
 
 
 def speculate_short_branches(function: Function) -> bool:
@@ -163,7 +160,7 @@ def speculate_short_branches(function: Function) -> bool:
     removed: set = set()
     for block in list(function.blocks):
         branch = block.terminator
-        if block in removed or branch is None or branch.opcode != "cbr":
+        if block in removed or branch is None or branch.definition is not CBR:
             continue
         for side in (0, 1):
             short, other = branch.successors[side], branch.successors[1 - side]
@@ -171,9 +168,9 @@ def speculate_short_branches(function: Function) -> bool:
             jump = body.terminator
             if (short.args or body.params or predecessors[body] != [block] or
                     body in removed or other.block in removed or
-                    jump.opcode != "br" or jump.successors[0].block is not other.block or
+                    jump.definition is not BR or jump.successors[0].block is not other.block or
                     other.block is body or len(body.ops) - 1 > SPECULATED_OPS or
-                    any(not op.is_pure or op.opcode in _EXPENSIVE for op in body.ops[:-1])):
+                    any(not op.is_pure or op.has(Trait.EXPENSIVE) for op in body.ops[:-1])):
                 continue
             condition = branch.operands[0]
             position = len(block.ops) - 1
@@ -190,12 +187,12 @@ def speculate_short_branches(function: Function) -> bool:
                     pair = [not_taken, taken]
                 else:
                     pair = [taken, not_taken]
-                select = Op("select", [condition, *pair], taken.type, loc=branch.loc)
+                select = Op(SELECT, [condition, *pair], taken.type, loc=branch.loc)
                 select.block = block
                 block.ops.insert(position, select)
                 position += 1
                 arguments.append(select)
-            replacement = Op("br", [], successors=[Successor(other.block, arguments)],
+            replacement = Op(BR, [], successors=[Successor(other.block, arguments)],
                              loc=branch.loc)
             replacement.block = block
             block.ops[-1] = replacement

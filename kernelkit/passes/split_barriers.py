@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.definitions import BR, Trait
 from ..ir.function import Block, Function, Module
-from ..ir.ops import BARRIER_OPS, Op, Successor
+from ..ir.ops import Op, Successor
 from .dominance import dominates, immediate_dominators
 from .pipeline import register
 
@@ -23,22 +24,22 @@ class SplitBarriers:
             while index < len(function.blocks):
                 block = function.blocks[index]
                 for position, op in enumerate(block.ops):
-                    if op.opcode in BARRIER_OPS and not _leads_to_region_start(function, block,
-                                                                             position):
+                    if op.has(Trait.BARRIER) and not _leads_to_region_start(function, block,
+                                                                            position):
                         after = Block()
                         after.function = function
                         for moved in block.ops[position + 1:]:
                             after.append(moved)
                         del block.ops[position + 1:]
-                        block.append(Op("br", [], successors=[Successor(after)], loc=op.loc))
+                        block.append(Op(BR, [], successors=[Successor(after)], loc=op.loc))
                         function.blocks.insert(index + 1, after)
                         break
                 index += 1
 
 
 def ends_with_barrier(block: Block) -> bool:
-    return len(block.ops) >= 2 and block.ops[-2].opcode in BARRIER_OPS \
-        and block.ops[-1].opcode == "br"
+    return len(block.ops) >= 2 and block.ops[-2].has(Trait.BARRIER) \
+        and block.ops[-1].definition is BR
 
 
 def region_starts(function: Function) -> list[Block]:
@@ -95,7 +96,7 @@ def region_dominance(order: list[Block]):
 def _leads_to_region_start(function: Function, block: Block, position: int) -> bool:
     """The barrier is followed only by `br target` and every edge into `target` comes
     from such a block."""
-    if position + 2 != len(block.ops) or block.ops[-1].opcode != "br":
+    if position + 2 != len(block.ops) or block.ops[-1].definition is not BR:
         return False
     target = block.successors[0]
     if target is function.entry:

@@ -7,13 +7,12 @@ import linecache
 from dataclasses import dataclass
 
 from ..errors import CompileError
+from ..ir.definitions import CBR, Trait
 from ..ir.function import Block, Function, Module
-from ..ir.ops import BARRIER_OPS, Value
+from ..ir.ops import Value
 from .dominance import immediate_dominators, natural_loops
 from .pipeline import register
 
-_ALWAYS_VARYING = {"local_id", "atomic", "atomic_cas", "private"}
-_ALWAYS_UNIFORM = {"barrier_any"}  # the same answer for every work-item of the group
 
 
 def varying_values(function: Function, assumed: frozenset = frozenset()) -> set[Value]:
@@ -34,9 +33,9 @@ def varying_values(function: Function, assumed: frozenset = frozenset()) -> set[
         changed = False
         for block in function.blocks:
             for op in block.ops:
-                if op in varying or op.opcode in _ALWAYS_UNIFORM:
+                if op in varying or op.has(Trait.GROUP_UNIFORM):
                     continue
-                if op.opcode in _ALWAYS_VARYING or any(v in varying for v in op.operands):
+                if op.has(Trait.PER_WORK_ITEM) or any(v in varying for v in op.operands):
                     varying.add(op)
                     changed = True
         for param, edges in incoming.items():
@@ -111,7 +110,7 @@ def _leaves_divergently(body: set[Block], varying: set, ipdom: dict, regions: di
 
 def _branches_on(block: Block, varying: set) -> bool:
     terminator = block.terminator
-    return terminator.opcode == "cbr" and terminator.operands[0] in varying
+    return terminator.definition is CBR and terminator.operands[0] in varying
 
 
 def post_dominators(function: Function) -> dict[Block, Block | None]:
@@ -186,12 +185,12 @@ class CheckBarriers:
 
     def __call__(self, module: Module) -> None:
         for function in module.functions.values():
-            if not any(op.opcode in BARRIER_OPS for op in function.ops()):
+            if not any(op.has(Trait.BARRIER) for op in function.ops()):
                 continue
             region = divergent_region(function, varying_values(function))
             for block in region:
                 for op in block.ops:
-                    if op.opcode in BARRIER_OPS:
+                    if op.has(Trait.BARRIER):
                         raise divergent_barrier_error(module.kernel.name, op)
 
 

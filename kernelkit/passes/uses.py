@@ -32,7 +32,7 @@ def replace_all_uses(function: Function, mapping: dict[Value, Value]) -> None:
 def clone_op(op: Op, values: dict[Value, Value], blocks: dict) -> Op:
     successors = [Successor(blocks[s.block], [values.get(a, a) for a in s.args])
                   for s in op.successors]
-    clone = Op(op.opcode, [values.get(v, v) for v in op.operands], op.type, dict(op.attrs),
+    clone = Op(op.definition, [values.get(v, v) for v in op.operands], op.type, dict(op.attrs),
                successors, op.loc)
     values[op] = clone
     return clone

@@ -6,6 +6,7 @@ Each faulty kernel is defined inside its test, so a kernel that wrongly failed a
 definition time fails only that test.
 """
 import functools
+import math
 import os
 
 import numpy as np
@@ -205,6 +206,22 @@ def test_augmented_assignment_to_a_const_array_is_rejected(backend):
     with pytest.raises(kk.CompileError) as info:
         increments_const(backend, 4)(y, x, ndrange=8)
     assert_points_at(info.value, "increments_const", "x[i] += 1")
+
+
+@pytest.mark.parametrize("function", ["radians", "degrees"])
+def test_a_math_function_given_too_many_arguments_is_named_in_the_error(backend, function):
+    convert = getattr(math, function)
+
+    @kk.kernel
+    def converts(y, x: kk.Const):
+        i = kk.index(kk.Global)
+        y[i] = convert(x[i], 2.0)
+
+    y, x = inputs(backend)
+    with pytest.raises(kk.CompileError) as info:
+        converts(backend, 4)(y, x, ndrange=8)
+    assert f"math.{function}() takes 1 arguments, got 2" in str(info.value)
+    assert_points_at(info.value, "converts", "y[i] = convert(x[i], 2.0)")
 
 
 # --- local memory --------------------------------------------------------------------

@@ -8,15 +8,16 @@ import numpy as np
 import pytest
 
 from kernelkit.ir import types as T
+from kernelkit.ir.definitions import DEFINITIONS, MATH
 from kernelkit.ir.fold import fold
 
 
 def fold2(opcode, a, b, type_, result_type=None):
-    return fold(opcode, {}, [a, b], [type_, type_], result_type or type_)
+    return fold(DEFINITIONS[opcode], [a, b], [type_, type_], result_type or type_)
 
 
 def fold1(opcode, a, type_, result_type=None):
-    return fold(opcode, {}, [a], [type_], result_type or type_)
+    return fold(DEFINITIONS[opcode], [a], [type_], result_type or type_)
 
 
 def same_float(a, b):
@@ -90,7 +91,7 @@ def test_float16_overflow_gives_infinity():
     ("min", [0.0, -0.0], 0.0),
 ])
 def test_signed_zeros_are_kept(opcode, operands, expected):
-    result = fold(opcode, {}, operands, [T.float64] * len(operands), T.float64)
+    result = fold(DEFINITIONS[opcode], operands, [T.float64] * len(operands), T.float64)
     assert same_float(result, expected), result
 
 
@@ -117,11 +118,11 @@ def test_casts_truncate_towards_zero_and_wrap():
     ("load", [1], [T.int32], T.int32),
 ], ids=["shl-by-width", "shr-by-negative", "int-pow-negative", "inf-to-int", "nan-to-int", "load"])
 def test_undefined_or_runtime_only_operations_are_not_folded(opcode, operands, types, result_type):
-    assert fold(opcode, {}, operands, types, result_type) is None
+    assert fold(DEFINITIONS[opcode], operands, types, result_type) is None
 
 
 def test_math_function_folds_with_the_result_precision():
-    result = fold("math", {"name": "sqrt"}, [2.0], [T.float32], T.float32)
+    result = fold(MATH["sqrt"], [2.0], [T.float32], T.float32)
     assert result == float(np.sqrt(np.float32(2.0)))
     assert result != math.sqrt(2.0)
 
@@ -141,7 +142,7 @@ def test_bool_operations_stay_logical():
 def test_math_functions_the_targets_round_differently_are_left_to_run_time(name, operands, type_):
     # NumPy, the host's C library and libdevice may differ in the last bit: kk.exp of
     # float32 10.0 is 22026.467 in NumPy and 22026.465 in the C library.
-    assert fold("math", {"name": name}, operands, [type_] * len(operands), type_) is None
+    assert fold(MATH[name], operands, [type_] * len(operands), type_) is None
 
 
 def test_float_powers_are_left_to_run_time_and_integer_powers_fold():
@@ -155,11 +156,11 @@ def test_float_powers_are_left_to_run_time_and_integer_powers_fold():
     ("copysign", [2.0, -0.0], -2.0), ("fmin", [1.0, math.nan], 1.0), ("fmax", [1.0, 2.0], 2.0),
 ])
 def test_exactly_rounded_math_functions_fold(name, operands, expected):
-    assert fold("math", {"name": name}, operands, [T.float32] * len(operands), T.float32) == expected
+    assert fold(MATH[name], operands, [T.float32] * len(operands), T.float32) == expected
 
 
 def test_fmin_and_fmax_of_zeros_of_both_signs_fold_to_the_first_as_they_compute():
     for name in ("fmin", "fmax"):
         for first, second in ((0.0, -0.0), (-0.0, 0.0)):
-            folded = fold("math", {"name": name}, [first, second], [T.float64] * 2, T.float64)
+            folded = fold(MATH[name], [first, second], [T.float64] * 2, T.float64)
             assert math.copysign(1.0, folded) == math.copysign(1.0, first)

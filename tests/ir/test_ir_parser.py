@@ -11,16 +11,16 @@ from kernelkit.ir.printer import print_module
 from kernelkit.ir.verifier import verify_module
 
 LOOP = '''kernel @count(a, n) -> void file "k.py" {
-^bb0(%0: array<i64, 1, C>, %1: int):
+^bb0(%0: array<i64, 1, C>, %1: i64):
   %2 = local_id {axis = 0} : i64 @3:4
-  %3 = const 0 : int @4:4
+  %3 = const 0 : i64 @4:4
   br ^bb2(%3) @5:4
 ^bb1():
-  %4 = add %5, %6 : int @6:8
+  %4 = add %5, %6 : i64 @6:8
   store %0, %2, %4 @6:8
   br ^bb2(%4) @6:8
-^bb2(%5: int):
-  %6 = const 1 : int
+^bb2(%5: i64):
+  %6 = const 1 : i64
   %7 = lt %5, %1 : bool @5:4
   cbr %7, ^bb1(), ^bb3() @5:4
 ^bb3():
@@ -40,7 +40,7 @@ ATTRIBUTES = '''func @helper(x) -> tuple<f32, i64> file "lib.py" {
   %7 = localmem : local<f32, 4x8>
   %8 = private : private<i32, 3>
   %9 = dim %7 {axis = 1} : i64
-  %10 = atomic %7, %5, %9, %0 {op = "add"} : f32
+  %10 = atomic.add %7, %5, %9, %0 : f32
   ret %6
 }
 

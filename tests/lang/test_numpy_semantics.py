@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
-from kernelkit.frontend.intrinsics import BINARY_MATH, PREDICATES, UNARY_MATH
+from kernelkit.ir.math_functions import MATH_FUNCTIONS
 
 import source_lines
 
@@ -281,7 +281,7 @@ def test_negating_a_bool_is_a_compile_error_as_numpy_raises(backend):
 # --- math.* is Python's float64 math ---------------------------------------------------
 
 
-PYTHON_MATH = [name for name in UNARY_MATH + BINARY_MATH + PREDICATES if hasattr(math, name)]
+PYTHON_MATH = [name for name in MATH_FUNCTIONS if hasattr(math, name)]
 DOMAINS = {"acosh": (1.1, 4.0), "log": (0.1, 4.0), "log2": (0.1, 4.0), "log10": (0.1, 4.0),
            "sqrt": (0.1, 4.0), "log1p": (-0.5, 3.0), "asin": (-0.9, 0.9), "acos": (-0.9, 0.9),
            "atanh": (-0.9, 0.9), "gamma": (0.2, 4.0), "lgamma": (0.2, 4.0), "pow": (0.1, 3.0),
@@ -290,7 +290,7 @@ DOMAINS = {"acosh": (1.1, 4.0), "log": (0.1, 4.0), "log2": (0.1, 4.0), "log10": 
 
 def python_math_kernel(name: str):
     function = getattr(math, name)
-    arity = 2 if name in BINARY_MATH else 1
+    arity = MATH_FUNCTIONS[name].arity
 
     @kk.kernel
     def apply_python_math(y, a: kk.Const, b: kk.Const):
@@ -308,11 +308,11 @@ def test_python_math_functions_compute_in_float64(backend, name):
     rng = np.random.default_rng(7)
     a = rng.uniform(*DOMAINS.get(name, (-2.0, 2.0)), 16).astype(np.float32)
     b = rng.uniform(*DOMAINS.get(name, (-2.0, 2.0)), 16).astype(np.float32)
-    if name in PREDICATES:
+    if MATH_FUNCTIONS[name].predicate:
         a[:3] = [np.nan, np.inf, -np.inf]
     (y,) = launch(backend, python_math_kernel(name), [np.zeros(16, np.float64)], a, b)
     function = getattr(math, name)
-    arity = 2 if name in BINARY_MATH else 1
+    arity = MATH_FUNCTIONS[name].arity
     expected = np.array([function(*(float(v) for v in args[:arity])) for args in zip(a, b)],
                         np.float64)
     # float64 to an ulp or two (a GPU's math library), far from float32's 1e-7.

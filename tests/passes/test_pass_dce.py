@@ -28,7 +28,7 @@ def test_unused_pure_ops_and_loads_go_but_side_effects_stay():
     builder.op("load", [a, i], T.int32)                           # unused load
     builder.op("local_id", [], T.int64, {"axis": 0})              # unused geometry
     builder.op("localmem", [], T.ArrayType(T.int32, 1, "C", space="local", shape=(8,)))
-    builder.op("atomic", [a, i, one], T.int32, {"op": "add"})     # result unused
+    builder.op("atomic.add", [a, i, one], T.int32)                # result unused
     builder.op("barrier", [])
     builder.op("print", [], T.void, {"format": "hi\n"})
     builder.op("store", [a, i, one])
@@ -38,7 +38,7 @@ def test_unused_pure_ops_and_loads_go_but_side_effects_stay():
         "^bb0(%0: array<i32, 1, C>, %1: i64):\n"
         "  %2 = const 1 : i32\n"
         "  %3 = localmem : local<i32, 8>\n"
-        '  %4 = atomic %0, %1, %2 {op = "add"} : i32\n'
+        "  %4 = atomic.add %0, %1, %2 : i32\n"
         "  barrier\n"
         '  print {format = "hi\\n"}\n'
         "  store %0, %1, %2\n"

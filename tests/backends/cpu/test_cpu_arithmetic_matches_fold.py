@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
-from kernelkit.frontend.intrinsics import BINARY_MATH, PREDICATES, UNARY_MATH
+from kernelkit.ir.math_functions import MATH_FUNCTIONS
 from kernelkit.ir import types as T
+from kernelkit.ir.definitions import DEFINITIONS, MATH
 from kernelkit.ir.fold import fold
 
 OPCODES = ("floordiv", "mod", "min", "max")
@@ -50,7 +51,7 @@ def test_compiled_floordiv_mod_min_max_agree_with_fold(dtype, values):
     mismatches = []
     for row, opcode in enumerate(OPCODES):
         for x, y, computed in zip(a, b, out[row]):
-            folded = fold(opcode, {}, [x.item(), y.item()], [type_, type_], type_)
+            folded = fold(DEFINITIONS[opcode], [x.item(), y.item()], [type_, type_], type_)
             if folded is not None and not same(folded, computed):
                 mismatches.append(f"{opcode}({x}, {y}): folded {folded}, computed {computed}")
     assert not mismatches, "\n".join(mismatches)
@@ -66,7 +67,7 @@ def math_kernels(name: str, dtype):
     """Two kernels applying kk.`name` to the same arguments: as constants of the kernel
     (folded where the compiler folds) and read from arrays (computed at run time)."""
     function = getattr(kk, name)
-    arity = 2 if name in BINARY_MATH else 1
+    arity = MATH_FUNCTIONS[name].arity
     pairs = BINARY_ARGUMENTS if arity == 2 else [(v, 0.0) for v in UNARY_ARGUMENTS]
     firsts = tuple(dtype(a) for a, _ in pairs)
     seconds = tuple(dtype(b) for _, b in pairs)
@@ -94,14 +95,14 @@ def math_kernels(name: str, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("name", UNARY_MATH + BINARY_MATH + PREDICATES)
+@pytest.mark.parametrize("name", list(MATH_FUNCTIONS))
 def test_math_of_constants_is_folded_only_to_what_the_function_gives_at_run_time(name, dtype):
     """Where kernelkit folds kk.`name` of constants, the kernel gives the run-time
     function's answer; the arguments it does not fold reach the compiled code as math
     operations, which LLVM does not evaluate in its own way either: the kernel of
     constants gives the run-time answer for every argument."""
     of_constants, at_run_time, a, b = math_kernels(name, dtype)
-    result_dtype = np.bool_ if name in PREDICATES else dtype
+    result_dtype = np.bool_ if MATH_FUNCTIONS[name].predicate else dtype
     backend = kk.CPU(threads=1)
     from_constants = np.zeros(len(a), result_dtype)
     computed = np.zeros(len(a), result_dtype)
@@ -109,11 +110,11 @@ def test_math_of_constants_is_folded_only_to_what_the_function_gives_at_run_time
     at_run_time(backend, 16)(computed, a, b, ndrange=len(a))
     kk.synchronize(backend)
     type_ = T.from_numpy(dtype)
-    arity = 2 if name in BINARY_MATH else 1
+    arity = MATH_FUNCTIONS[name].arity
     mismatches, left_to_run_time = [], 0
     for x, y, constant_result, at_run in zip(a, b, from_constants, computed):
         arguments = [x.item(), y.item()][:arity]
-        value = fold("math", {"name": name}, arguments, [type_] * arity, T.from_numpy(result_dtype))
+        value = fold(MATH[name], arguments, [type_] * arity, T.from_numpy(result_dtype))
         if value is None:
             left_to_run_time += 1
             if not same(constant_result.item(), at_run):
@@ -124,4 +125,4 @@ def test_math_of_constants_is_folded_only_to_what_the_function_gives_at_run_time
                               f"{constant_result}, {at_run} at run time")
     assert not mismatches, "\n".join(mismatches)
     ir = kk.code_ir(of_constants, backend, from_constants, ndrange=1)
-    assert ir.count(f'= math ') == left_to_run_time, ir
+    assert ir.count('= math.') == left_to_run_time, ir
