@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import functools
 import inspect
 import textwrap
@@ -22,11 +23,10 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import types as T
-from ..ir.builder import Builder
-from ..ir.definitions import CAST, DEFINITIONS, TUPLE, OpDefinition
-from ..ir.fold import fold, to_python
+from ..ir.builder import Builder, TypingError, integer_range
+from ..ir.definitions import OpDefinition
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Location, Value, is_op
+from ..ir.ops import Location, Value
 from ..lang.markers import Marker
 from .values import UNDEFINED, PyConst, const_value, is_const
 
@@ -333,8 +333,8 @@ class FunctionTranslator:
         counter_type = functools.reduce(T.promote, [b.type for b in bounds])
         if not counter_type.is_integer or counter_type.weak:
             return T.weak_int   # all bools and Python ints, or int64 with uint64
-        low, high = _integer_range(counter_type)
-        if (low, high) == _integer_range(T.int64):
+        low, high = integer_range(counter_type)
+        if (low, high) == integer_range(T.int64):
             return counter_type   # holds every Python int a kernel has
         for bound in bounds:
             bound_type = bound.type
@@ -837,153 +837,56 @@ class FunctionTranslator:
         operands = [a for a in args if not isinstance(a, PyConst)]
         return self.builder.op("call", operands, callee.return_type, {"callee": callee.name})
 
-    # -- typed building blocks ------------------------------------------------------------
+    # -- typed building blocks: the builder's rules, errors at the source line ------------
+
+    @contextlib.contextmanager
+    def typing_rules(self, node=None):
+        try:
+            yield
+        except TypingError as error:
+            raise self.error(str(error), node, hint=error.hint) from None
 
     def constant(self, value, type: T.ScalarType) -> Value:
-        return self.builder.const(to_python(value, type), type)
+        return self.builder.constant(value, type)
 
     def emit(self, kind: OpDefinition | str, operands: list[Value], type: T.IRType,
              attrs=None) -> Value:
-        definition = DEFINITIONS[kind] if isinstance(kind, str) else kind
-        if all(is_const(v) for v in operands) and operands:
-            folded = fold(definition, [const_value(v) for v in operands],
-                          [v.type for v in operands], type)
-            if folded is not None:
-                return self.builder.const(folded, type)
-        return self.builder.op(definition, operands, type, attrs)
+        return self.builder.emit(kind, operands, type, attrs)
 
     def cast(self, value: Value, type: T.IRType) -> Value:
-        if is_op(value, CAST) and \
-                value.type.strong == value.operands[0].type.strong:
-            value = value.operands[0]   # a weak view of a strong value (len(a)): no conversion
-        if value.type == type:
-            return value
-        if isinstance(type, T.TupleType) and isinstance(value.type, T.TupleType):
-            return self.make_tuple([self.cast(self.extract(value, i), t)
-                                    for i, t in enumerate(type.elements)])
-        if not isinstance(type, T.ScalarType) or not isinstance(value.type, T.ScalarType):
-            raise self.error(f"cannot convert {value.type.name} to {type.name}")
-        if type.is_bool:
-            return self.truth(value, self.node)
-        return self.emit("cast", [value], type)
+        with self.typing_rules():
+            return self.builder.cast(value, type)
 
     def truth(self, value, node) -> Value:
         if isinstance(value, PyConst):
             return self.constant(bool(value.value), T.bool_)
         self.require_scalar(value, node)
-        if value.type.is_bool:
-            return value
-        return self.emit("ne", [value, self.constant(0, value.type)], T.bool_)
+        return self.builder.truth(value)
 
     def binary(self, op: str, left, right, node) -> Value:
         self.require_scalar(left, node)
         self.require_scalar(right, node)
-        a, b = left.type, right.type
-        if op in ("and", "or", "xor"):
-            if a.is_float or b.is_float:
-                raise self.error(f"bitwise operators need integers or bools, got {a.name} and "
-                                 f"{b.name}", node)
-            result = T.promote(a, b)
-            return self.emit(op, [self.cast(left, result), self.cast(right, result)], result)
-        if a.is_bool and b.is_bool:
-            return self.bool_binary(op, left, right, node)
-        if op in ("shl", "shr"):
-            if a.is_float or b.is_float:
-                raise self.error(f"shifts need integers, got {a.name} and {b.name}", node)
-        # A bool with a number takes the number's type (NumPy: np.True_ + np.int8(1) is an
-        # int8, np.True_ + 1 the default int).
-        operand_type = T.promote(a, b)
-        result_type = operand_type
-        if op == "truediv" and not operand_type.is_float:
-            operand_type = result_type = T.weak_float if (a.weak and b.weak) else T.float64
-        if op == "pow" and operand_type.is_integer and is_const(right) and const_value(right) < 0:
-            operand_type = result_type = T.weak_float if (a.weak and b.weak) else T.float64
-        return self.emit(op, [self.cast(left, operand_type), self.cast(right, operand_type)],
-                         result_type)
-
-    def bool_binary(self, op: str, left: Value, right: Value, node) -> Value:
-        """Arithmetic between two bools, as NumPy does it on np.bool_: + is a logical or,
-        * a logical and, min and max stay bools, / gives a float64, and the operations
-        NumPy has no bool loop for (//, %, **, <<, >>) compute in int8; - raises."""
-        if op == "sub":
-            raise self.error("bools cannot be subtracted (NumPy raises for np.bool_ - np.bool_)",
-                             node, hint="use ^ or != for 'differs', or convert with int(...) "
-                                        "first to subtract numbers")
-        logical = {"add": "or", "mul": "and", "min": "and", "max": "or"}.get(op)
-        if logical is not None:
-            return self.emit(logical, [left, right], T.bool_)
-        operand_type = T.float64 if op == "truediv" else T.int8
-        return self.emit(op, [self.cast(left, operand_type), self.cast(right, operand_type)],
-                         operand_type)
+        with self.typing_rules(node):
+            return self.builder.binary(op, left, right)
 
     def compare(self, op: str, left, right, node) -> Value:
-        """Compares the values of two numbers, as NumPy does: a Python int is compared by
-        value with an integer of any type (50 < 300 holds for a uint8 50), and a signed
-        integer with a uint64 without going through float64."""
         self.require_scalar(left, node)
         self.require_scalar(right, node)
-        a, b = left.type, right.type
-        if a.is_integer and b.is_integer and a.weak != b.weak:
-            if a.weak:
-                return self.compare(_SWAPPED_COMPARES[op], right, left, node)
-            return self.compare_with_python_int(op, left, right)
-        operand_type = T.promote(a, b)
-        if a.is_integer and b.is_integer and a.is_signed != b.is_signed and \
-                not operand_type.is_integer:
-            # int64 and uint64 have no common integer type (NumPy's promotion gives float64,
-            # which cannot tell 2**63 - 1 from 2**63).
-            if not a.is_signed:
-                return self.compare(_SWAPPED_COMPARES[op], right, left, node)
-            return self.compare_signed_with_uint64(op, self.cast(left, T.int64), right)
-        return self.emit(op, [self.cast(left, operand_type), self.cast(right, operand_type)],
-                         T.bool_)
-
-    def compare_with_python_int(self, op: str, number: Value, python_int: Value) -> Value:
-        """`number op python_int` where `number` is a strong integer and `python_int` a
-        weak one (a literal, len(a), a Python int argument)."""
-        low, high = _integer_range(number.type)
-        if is_const(python_int):
-            value = const_value(python_int)
-            if low <= value <= high:
-                return self.emit(op, [number, self.cast(python_int, number.type)], T.bool_)
-            # Out of the number's range: the answer is the same for every value it holds.
-            below = value < low
-            holds = {"eq": False, "ne": True, "lt": not below, "le": not below,
-                     "gt": below, "ge": below}[op]
-            return self.constant(holds, T.bool_)
-        if number.type == T.uint64:
-            python_int = self.cast(python_int, T.int64)
-            return self.compare(_SWAPPED_COMPARES[op], python_int, number, self.node)
-        # A Python int fits in an int64, and so does every value of the other type.
-        return self.emit(op, [self.cast(number, T.int64), self.cast(python_int, T.int64)],
-                         T.bool_)
-
-    def compare_signed_with_uint64(self, op: str, signed: Value, unsigned: Value) -> Value:
-        """`signed op unsigned` for an int64 and a uint64: a negative value is below every
-        uint64; otherwise both compare as uint64."""
-        negative = self.emit("lt", [signed, self.constant(0, T.int64)], T.bool_)
-        compared = self.emit(op, [self.cast(signed, T.uint64), unsigned], T.bool_)
-        if op in ("lt", "le", "ne"):
-            return self.emit("or", [negative, compared], T.bool_)
-        return self.emit("and", [self.unary("not", negative, self.node), compared], T.bool_)
+        return self.builder.compare(op, left, right)
 
     def unary(self, op: str, operand: Value, node) -> Value:
-        return self.emit(op, [operand], operand.type)
+        return self.builder.unary(op, operand)
 
     def select(self, condition: Value, a: Value, b: Value) -> Value:
-        result = T.unify(a.type, b.type)
-        return self.emit("select", [condition, self.cast(a, result), self.cast(b, result)],
-                         result)
+        return self.builder.select(condition, a, b)
 
     def make_tuple(self, elements: list[Value]) -> Value:
-        return self.builder.op("tuple", elements, T.TupleType(tuple(e.type for e in elements)))
+        return self.builder.make_tuple(elements)
 
     def extract(self, value, index: int):
         if isinstance(value, PyConst) and isinstance(value.value, tuple):
             return self.python_value(value.value[index], self.node)
-        if is_op(value, TUPLE):
-            return value.operands[index]
-        return self.builder.op("extract", [value], value.type.elements[index], {"index": index})
+        return self.builder.extract(value, index)
 
     def tuple_length(self, value, node) -> int:
         if isinstance(value, PyConst) and isinstance(value.value, tuple):
@@ -1118,16 +1021,6 @@ _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
            ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
 _COMPARES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
              ast.GtE: "ge"}
-_SWAPPED_COMPARES = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
-
-
-def _integer_range(type: T.ScalarType) -> tuple[int, int]:
-    """The smallest and largest value of an integer type."""
-    if type.is_signed:
-        return -2 ** (type.bits - 1), 2 ** (type.bits - 1) - 1
-    return 0, 2 ** type.bits - 1
-
-
 _SYNTAX_HINTS = {
     "With": "'with' blocks cannot run on a device; remove it from the kernel",
     "Try": "exceptions cannot be raised or caught on a device; check conditions with 'if'",

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from ..ir.definitions import TUPLE
 from ..ir.function import Block, Function, Module
+from ..ir.rewriter import replace_values
 from .dominance import immediate_dominators
 from .pipeline import register
-from .uses import replace_all_uses
 
 
 @register
@@ -63,4 +63,4 @@ def eliminate(function: Function) -> None:
         block.ops = kept
         for child in reversed(children[block]):
             stack.append((child, False))
-    replace_all_uses(function, mapping)
+    replace_values(function, mapping)

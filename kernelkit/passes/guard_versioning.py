@@ -15,12 +15,12 @@ from ..ir.definitions import (ARITHMETIC, ASSUME, BR, CAST, CBR, COMPARISONS, CO
                               GROUP_ID, LOCAL_ID, NDRANGE, NOT, SELECT, UNARY)
 from ..ir.function import Function, Module
 from ..ir.ops import Op, Successor
+from ..ir.rewriter import Rewriter, clone_function
 from .dce import DeadCode
 from .dominance import natural_loops
 from .pipeline import register
 from .simplify import Simplify
 from .uniformity import divergent_region, varying_values
-from .uses import clone_function
 
 SUFFIX = ".interior"
 # What a guard may be computed with: work-item positions, extents and cheap arithmetic.
@@ -72,20 +72,17 @@ def guard_to_assume(function: Function) -> tuple[Op, int] | None:
 
 def assume_guard(function: Function, branch: Op, taken: int) -> None:
     """Replace `cbr %c, A, B` by `assume %c; br A` (or `assume !%c; br B`)."""
-    block = branch.block
+    rewriter = Rewriter(function)
+    rewriter.position_before(branch)
+    rewriter.loc = branch.loc
     condition = branch.operands[0]
-    position = block.ops.index(branch)
     if taken == 1:
-        condition = Op(NOT, [condition], condition.type, loc=branch.loc)
-        condition.block = block
-        block.ops.insert(position, condition)
-        position += 1
-    assume = Op(ASSUME, [condition], loc=branch.loc)
-    assume.block = block
+        condition = rewriter.op(NOT, [condition], condition.type)
+    rewriter.op(ASSUME, [condition])
     successor = branch.successors[taken]
-    jump = Op(BR, [], successors=[Successor(successor.block, successor.args)], loc=branch.loc)
-    jump.block = block
-    block.ops[position:] = [assume, jump]
+    rewriter.replace_op(branch, Op(BR, [], successors=[Successor(successor.block,
+                                                                  successor.args)],
+                                   loc=branch.loc))
 
 
 def _computed_from_indices(value, function: Function) -> bool:

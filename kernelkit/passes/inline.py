@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from ..ir.definitions import BR, CALL, CALL_REF, DEFERRED, RET
 from ..ir.function import Block, Function, Module
 from ..ir.ops import Op, Successor, is_op
+from ..ir.rewriter import Rewriter, clone_op
 from .pipeline import register
-from .uses import clone_op, replace_all_uses
 
 
 @register
@@ -41,28 +41,26 @@ def _direct_reference(call: Op) -> bool:
 def _as_direct_call(call: Op) -> Op:
     reference, *args = call.operands
     direct = Op(CALL, args, call.type, {"callee": reference.attrs["function"]}, loc=call.loc)
-    block = call.block
-    direct.block = block
-    block.ops[block.ops.index(call)] = direct
-    replace_all_uses(block.function, {call: direct})
+    Rewriter(call.block.function).replace_op(call, direct)
     return direct
 
 
 def inline_call(caller: Function, call: Op, callee: Function) -> None:
+    """The callee's blocks take the call's place: the caller's block branches into
+    them, and their returns branch to a new block holding what followed the call."""
+    rewriter = Rewriter(caller)
     block = call.block
-    position = block.ops.index(call)
-    continuation = Block((call.type,) if call.type.name != "void" else ())
-    _insert_block_after(caller, block, continuation)
-    for op in block.ops[position + 1:]:
-        continuation.append(op)
-    del block.ops[position:]
+    continuation = rewriter.split_block_after(call)
+    if call.type.name != "void":
+        rewriter.replace_all_uses(call, continuation.add_param(call.type))
+    rewriter.erase(call)
 
     values = dict(zip(callee.params, call.operands))
     blocks = {}
     clones = []
+    previous = block
     for callee_block in callee.blocks:
-        clone = Block()
-        clone.function = caller
+        clone = previous = rewriter.insert_block_after(previous, Block())
         blocks[callee_block] = clone
         clones.append(clone)
     for callee_block, clone in zip(callee.blocks, clones):
@@ -80,13 +78,6 @@ def inline_call(caller: Function, call: Op, callee: Function) -> None:
     for clone in clones:
         for op in clone.ops:
             op.map_operands(values)
-    index = caller.blocks.index(continuation)
-    caller.blocks[index:index] = clones
-    block.append(Op(BR, [], successors=[Successor(clones[0], [])], loc=call.loc))
-    if continuation.params:
-        replace_all_uses(caller, {call: continuation.params[0]})
-
-
-def _insert_block_after(function: Function, block: Block, new: Block) -> None:
-    new.function = function
-    function.blocks.insert(function.blocks.index(block) + 1, new)
+    rewriter.position_at_end(block)
+    rewriter.loc = call.loc
+    rewriter.br(clones[0])

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.definitions import ADD, BARRIER, BR, CBR, COMPARISONS, CONST, SUB, Trait
+from ..ir.definitions import ADD, BARRIER, CBR, COMPARISONS, CONST, SUB, Trait
 from ..ir.function import Block, Function, Module
 from ..ir.ops import Op, Successor, is_op
+from ..ir.rewriter import Rewriter
 from .dominance import natural_loops
 from .uniformity import divergent_region, varying_values
 from .pipeline import register
@@ -107,6 +108,7 @@ def _is_const(value) -> bool:
 
 def put_barriers_on_edges_into(function: Function, header: Block) -> None:
     """Every edge into `header` goes through a new block `barrier; br header(args)`."""
+    rewriter = Rewriter(function)
     for block in list(function.blocks):
         terminator = block.terminator
         if terminator is None or (block.ops[-2:-1] and block.ops[-2].has(Trait.BARRIER)
@@ -115,10 +117,9 @@ def put_barriers_on_edges_into(function: Function, header: Block) -> None:
         for index, successor in enumerate(terminator.successors):
             if successor.block is not header:
                 continue
-            edge = Block()
-            edge.function = function
-            edge.append(Op(BARRIER, [], loc=terminator.loc))
-            edge.append(Op(BR, [], successors=[Successor(header, successor.args)],
-                           loc=terminator.loc))
+            edge = rewriter.insert_block_after(block, Block())
+            rewriter.position_at_end(edge)
+            rewriter.loc = terminator.loc
+            rewriter.op(BARRIER, [])
+            rewriter.br(header, successor.args)
             terminator.successors[index] = Successor(edge)
-            function.blocks.insert(function.blocks.index(block) + 1, edge)

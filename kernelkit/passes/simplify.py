@@ -10,8 +10,8 @@ from ..ir.definitions import BR, CAST, CBR, CONST, EXTRACT, SELECT, TUPLE, Trait
 from ..ir.fold import fold
 from ..ir.function import Function, Module
 from ..ir.ops import Op, Successor, constant_value, is_op
+from ..ir.rewriter import replace_values
 from .pipeline import register
-from .uses import replace_all_uses
 
 
 @register
@@ -44,7 +44,7 @@ def fold_constants(function: Function) -> bool:
                     block.ops[position] = replacement
                 mapping[op] = replacement
     if mapping:
-        replace_all_uses(function, mapping)
+        replace_values(function, mapping)
         for block in function.blocks:
             block.ops = [op for op in block.ops if op not in mapping or mapping[op] is op]
     return bool(mapping)
@@ -116,7 +116,7 @@ def forward_block_params(function: Function) -> bool:
             block.params = [block.params[i] for i in keep]
             for successor in incoming:
                 successor.args = [successor.args[i] for i in keep]
-    replace_all_uses(function, mapping)
+    replace_values(function, mapping)
     return bool(mapping)
 
 
@@ -142,7 +142,7 @@ def merge_blocks(function: Function) -> bool:
             predecessors[successor] = [pred if p is block else p for p in predecessors[successor]]
     if merged:
         function.blocks = [b for b in function.blocks if b not in merged]
-        replace_all_uses(function, mapping)
+        replace_values(function, mapping)
     return bool(merged)
 
 

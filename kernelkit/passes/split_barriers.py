@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..ir.definitions import BR, Trait
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Op, Successor
+from ..ir.rewriter import Rewriter
 from .dominance import dominates, immediate_dominators
 from .pipeline import register
 
@@ -26,13 +26,11 @@ class SplitBarriers:
                 for position, op in enumerate(block.ops):
                     if op.has(Trait.BARRIER) and not _leads_to_region_start(function, block,
                                                                             position):
-                        after = Block()
-                        after.function = function
-                        for moved in block.ops[position + 1:]:
-                            after.append(moved)
-                        del block.ops[position + 1:]
-                        block.append(Op(BR, [], successors=[Successor(after)], loc=op.loc))
-                        function.blocks.insert(index + 1, after)
+                        rewriter = Rewriter(function)
+                        after = rewriter.split_block_after(op)
+                        rewriter.position_at_end(block)
+                        rewriter.loc = op.loc
+                        rewriter.br(after)
                         break
                 index += 1
 
