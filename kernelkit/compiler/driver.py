@@ -140,6 +140,7 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
     parsed.verify()
     for plugin in module.plugins:
         plugin.in_llvm_pipeline(parsed, target)
+    target.link_libraries(parsed, job)
     target.optimize(parsed, job)
     if dump is not None:
         dump.text("llvm-optimized.ll", str(parsed))
