@@ -6,7 +6,12 @@ a key that is part of every cache key of a kernel it ran on. It runs only for mo
 that contain its marker. The stages, in the order the driver reaches them:
 
 - `after_frontend(module)`: the typed IR as the frontend made it (markers still there);
-- `before_lowering(module)`: the typed IR after every pass, before LLVM lowering;
+- `after_generic_passes(module)`: the target-neutral IR: device functions inlined into
+  the kernel and the IR simplified by the generic passes, but none of a target's passes
+  run yet (the CPU's barrier splitting and loop versioning), so a plugin sees the same
+  module for every target;
+- `before_lowering(module)`: the typed IR after every pass, the target's too, before
+  LLVM lowering;
 - `in_llvm_pipeline(llvm_module, target)`: the LLVM module, before it is optimized.
 
 A target knows nothing about plugins: the driver runs them. Plugins register with
@@ -29,6 +34,9 @@ class Plugin:
     marker: str = ""
 
     def after_frontend(self, module: Module) -> None:
+        pass
+
+    def after_generic_passes(self, module: Module) -> None:
         pass
 
     def before_lowering(self, module: Module) -> None:
