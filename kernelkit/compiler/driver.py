@@ -113,7 +113,7 @@ def build(job: CompilerJob) -> CompiledKernel:
     target = job.config.target
     module = typed_module(job)
     ir_text = print_module(module)
-    key = cache_key(ir_text, job, tuple(plugin.cache_key() for plugin in module.plugins))
+    key = cache_key(ir_text, job, module.plugins)
     entry = disk_cache.load(key)
     llvm_module = None
     if entry is None:

@@ -2,8 +2,9 @@
 
 A plugin has a name, a marker (the name of a `kernelkit.lang.markers.Marker` that kernels
 call, which the frontend turns into an `intrinsic` operation), hooks at named stages, and
-a key that is part of every cache key of a kernel it ran on. It runs only for modules
-that contain its marker. The stages, in the order the driver reaches them:
+a key that is part of every cache key of a kernel it ran on, as is a fingerprint of its
+code. It runs only for modules that contain its marker. The stages, in the order the
+driver reaches them:
 
 - `after_frontend(module)`: the typed IR as the frontend made it (markers still there);
 - `after_generic_passes(module)`: the target-neutral IR: device functions inlined into
@@ -25,6 +26,7 @@ from importlib.metadata import entry_points
 
 from ..errors import CompileError
 from ..ir.function import Module
+from .cache import code_fingerprint
 
 
 class Plugin:
@@ -48,6 +50,12 @@ class Plugin:
     def cache_key(self) -> str:
         """Changes whenever the plugin's output would (a version, its options)."""
         return self.name
+
+    def fingerprint(self) -> str:
+        """A digest of the plugin's code, also part of the cache key, so that editing it
+        needs no new version: by default, of the source files of the package (or module
+        file) its class is defined in."""
+        return code_fingerprint(type(self))
 
 
 _registry: dict[str, Plugin] = {}

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .cache import code_fingerprint
+
 if TYPE_CHECKING:
     from llvmlite import binding as llvm
     from llvmlite import ir
@@ -37,7 +39,8 @@ class Target:
     - `load(artifact, job)`: make the artifact callable.
     - `assembly(llvm_module, job) -> str`: native assembly for reflection.
 
-    `machine(opt_level)` is the LLVM target machine the defaults use.
+    `machine(opt_level)` is the LLVM target machine the defaults use; `fingerprint()`
+    is part of the disk cache key of every kernel compiled for the target.
     """
 
     name: str = "abstract"
@@ -83,3 +86,10 @@ class Target:
 
     def assembly(self, llvm_module: llvm.ModuleRef, job: CompilerJob) -> str:
         return self.machine(job.config.opt_level).emit_assembly(llvm_module)
+
+    def fingerprint(self) -> str:
+        """A digest of the target's code, part of the disk cache key, so that an edited
+        code generator does not find the old one's artifacts: by default, of the source
+        files of the package (or module file) its class is defined in. (kernelkit's own
+        targets are in every key already, with the rest of the compiler.)"""
+        return code_fingerprint(type(self))

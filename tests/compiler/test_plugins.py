@@ -170,7 +170,7 @@ def test_the_plugin_key_is_part_of_the_cache_key(doubler):
                                workgroupsize=(2,))
     module = driver.typed_module(job)
     text = driver.print_module(module)
-    assert cache_key(text, job, ("doubler-1",)) != cache_key(text, job, ("doubler-2",))
+    assert cache_key(text, job, (Doubler(1),)) != cache_key(text, job, (Doubler(2),))
     assert [p.cache_key() for p in module.plugins] == ["doubler-1"]
 
 
