@@ -1,7 +1,7 @@
 """CPUTarget: kernels as native functions over a range of work-groups (host LLVM JIT).
 
 The group function itself is built by `group.py`; this module owns the target's hooks:
-its passes, the host triple and machine, LLVM's optimization pipeline, object code, and
+its passes, the host triple and machine, how LLVM's pipeline is tuned, object code, and
 loading object code into the process."""
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class CPUTarget(Target):
         _initialize_llvm()
         return cls(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
 
-    def machine(self, opt_level: int = 3):
+    def machine(self, opt_level: int = 3) -> llvm.TargetMachine:
         return _target_machine(self.cpu, self.features, opt_level)
 
     def passes(self) -> tuple[str, ...]:
@@ -55,31 +55,24 @@ class CPUTarget(Target):
     def triple(self) -> str:
         return llvm.get_process_triple()
 
-    def datalayout(self) -> str:
-        return str(self.machine().target_data)
-
     def emit_kernel(self, module: ir.Module, ir_module, job) -> dict:
         builder = GroupFunctionBuilder(module, ir_module, job, entry_symbol(job))
         builder.build()
         return {"locations": builder.locations}
 
-    def optimize(self, llvm_module, job) -> None:
-        options = llvm.create_pipeline_tuning_options(speed_level=job.config.opt_level)
+    def pipeline_options(self, opt_level: int) -> llvm.PipelineTuningOptions:
+        """A group's work-items are a loop: vectorize it, and straight-line code too."""
+        options = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         options.loop_vectorization = True
         options.slp_vectorization = True
         options.loop_unrolling = True
-        builder = llvm.create_pass_builder(self.machine(job.config.opt_level), options)
-        manager = builder.getModulePassManager()
-        manager.run(llvm_module, builder)
+        return options
 
     def emit(self, llvm_module, job) -> bytes:
         return self.machine(job.config.opt_level).emit_object(llvm_module)
 
     def load(self, artifact: bytes, job) -> int:
         return _loader.load(artifact, entry_symbol(job), job.source.qualname)
-
-    def assembly(self, llvm_module, job) -> str:
-        return self.machine(job.config.opt_level).emit_assembly(llvm_module)
 
 
 def entry_symbol(job) -> str:

@@ -93,14 +93,11 @@ class PTXTarget(Target):
         early (`thread.py`): sm_90 and newer have `griddepcontrol`."""
         return int(re.match(r"sm_(\d+)", self.arch).group(1)) >= 90
 
-    def machine(self, opt_level: int = 3):
+    def machine(self, opt_level: int = 3) -> llvm.TargetMachine:
         return _target_machine(self.arch, opt_level)
 
     def triple(self) -> str:
         return TRIPLE
-
-    def datalayout(self) -> str:
-        return str(self.machine().target_data)
 
     def emit_kernel(self, module, ir_module, job) -> dict:
         builder = ThreadFunctionBuilder(module, ir_module.kernel, job, kernel_symbol(job))
@@ -108,12 +105,9 @@ class PTXTarget(Target):
         return {"locations": builder.locations, "coarsening": builder.coarsening,
                 "dependent_launch": builder.dependent_launch}
 
-    def optimize(self, llvm_module, job) -> None:
+    def link_libraries(self, llvm_module, job) -> None:
         if uses_libdevice(llvm_module):
             link_libdevice(llvm_module)
-        options = llvm.create_pipeline_tuning_options(speed_level=job.config.opt_level)
-        builder = llvm.create_pass_builder(self.machine(job.config.opt_level), options)
-        builder.getModulePassManager().run(llvm_module, builder)
 
     def emit(self, llvm_module, job) -> bytes:
         ptx = self.assembly(llvm_module, job)
@@ -123,9 +117,6 @@ class PTXTarget(Target):
 
     def load(self, artifact: bytes, job) -> KernelImage:
         return KernelImage(kernel_symbol(job), artifact, artifact[:4] == b"\x7fELF")
-
-    def assembly(self, llvm_module, job) -> str:
-        return self.machine(job.config.opt_level).emit_assembly(llvm_module)
 
 
 def kernel_symbol(job) -> str:

@@ -4,9 +4,10 @@ earlier one compiled loads its artifact instead of compiling it again.
 An entry's key is a digest of everything that changes the artifact: kernelkit's version
 and its compiler's own source files, LLVM's version, the kernel's typed IR text (every
 device function it calls is inlined into it, so a changed callee in any file or a changed
-captured constant changes the text), the job's source identity and config, and the keys
-of the plugins that ran. (`native.py` keeps its object code here too, under keys of its
-own.)
+captured constant changes the text), the job's source identity and config, the keys of
+the plugins that ran, and fingerprints of the code of a third party's target and plugins
+(`Target.fingerprint`, `Plugin.fingerprint`). (`native.py` keeps its object code here
+too, under keys of its own.)
 
 Entries live under `KERNELKIT_CACHE_DIR` (default: the user's cache directory). An entry
 is one file: a magic line, the SHA-256 of the rest, a JSON header and the artifact. It
@@ -57,6 +58,9 @@ def cache_directory() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelkit"
 
 
+COMPILER_PACKAGES = ("kernelkit", "backends")
+
+
 @functools.lru_cache(maxsize=1)
 def compiler_fingerprint() -> str:
     """A digest of the compiler's own code (kernelkit's and its backends' source files,
@@ -66,23 +70,60 @@ def compiler_fingerprint() -> str:
     would cost a process its first launch's worth of time again (Numba's cache looks at
     its source file the same way)."""
     digest = hashlib.sha256()
-    for package in ("kernelkit", "backends"):
+    for package in COMPILER_PACKAGES:
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             continue
         for root in spec.submodule_search_locations:
-            for directory, subdirectories, files in os.walk(root):
-                subdirectories[:] = sorted(name for name in subdirectories
-                                           if name != "__pycache__")
-                for name in sorted(files):
-                    if name.endswith(".py"):
-                        status = os.stat(os.path.join(directory, name))
-                        digest.update(f"{os.path.relpath(directory, root)}/{name}\0"
-                                      f"{status.st_size}\0{status.st_mtime_ns}\0".encode())
+            _add_package_sources(digest, root)
     return digest.hexdigest()
 
 
-def cache_key(ir_text: str, job, plugin_keys: tuple = ()) -> str:
+def code_fingerprint(cls: type) -> str:
+    """A digest of the code that defines `cls` outside kernelkit, its backends and the
+    standard library (a third party's target or plugin): the source files, by path, size
+    and modification time as `compiler_fingerprint` takes them, of the top-level package
+    (or the one module file) of `cls` and of each class it derives from."""
+    excluded = {*COMPILER_PACKAGES, *sys.stdlib_module_names}
+    packages = {klass.__module__.partition(".")[0] for klass in cls.__mro__} - excluded
+    digest = hashlib.sha256()
+    for package in sorted(packages):
+        digest.update(f"{package}\0{package_fingerprint(package)}\0".encode())
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def package_fingerprint(name: str) -> str:
+    """A digest of the source files of the imported top-level module `name`: every one
+    in its directory where it is a package, else its own file (a script's, for
+    `__main__`). The code a process runs is what it imported, so one look per process."""
+    module = sys.modules.get(name)
+    digest = hashlib.sha256()
+    if hasattr(module, "__path__"):
+        for root in module.__path__:
+            _add_package_sources(digest, root)
+    elif getattr(module, "__file__", None):
+        _add_source(digest, os.path.basename(module.__file__), module.__file__)
+    return digest.hexdigest()
+
+
+def _add_package_sources(digest, root: str) -> None:
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = sorted(name for name in subdirectories if name != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                _add_source(digest, f"{os.path.relpath(directory, root)}/{name}",
+                            os.path.join(directory, name))
+
+
+def _add_source(digest, label: str, path: str) -> None:
+    status = os.stat(path)
+    digest.update(f"{label}\0{status.st_size}\0{status.st_mtime_ns}\0".encode())
+
+
+def cache_key(ir_text: str, job, plugins: tuple = ()) -> str:
+    """The key of the kernel whose typed IR is `ir_text`, compiled by `job` with
+    `plugins` (the `Plugin`s that ran on it)."""
     from llvmlite import __version__ as llvmlite_version
     from llvmlite import binding as llvm
 
@@ -91,7 +132,8 @@ def cache_key(ir_text: str, job, plugin_keys: tuple = ()) -> str:
     identity = repr((__version__, compiler_fingerprint(), llvmlite_version,
                      tuple(llvm.llvm_version_info),
                      source.qualname, source.module, source.source_hash, source.argtypes,
-                     source.constants, job.config, plugin_keys))
+                     source.constants, job.config, job.config.target.fingerprint(),
+                     tuple((plugin.cache_key(), plugin.fingerprint()) for plugin in plugins)))
     digest = hashlib.sha256(identity.encode())
     digest.update(b"\0")
     digest.update(ir_text.encode())

@@ -73,16 +73,23 @@ def typed_module(job: CompilerJob) -> Module:
 
 
 def compile_module(module: Module, target, after_each=None) -> None:
-    """The frontend's module -> the typed IR the target lowers: the after-frontend hooks
-    of the plugins whose markers it calls, the generic and the target's passes, then the
-    plugins' before-lowering hooks. (`python -m kernelkit opt` runs this too.)"""
+    """The frontend's module -> the typed IR the target lowers. The plugins whose markers
+    it calls run at three stages: after the frontend; after the generic passes, on the
+    inlined IR that is the same for every target; and after the target's passes, before
+    lowering. `after_each(stage, module)` is called after every pass and plugin hook.
+    (`python -m kernelkit opt` runs this too.)"""
     plugins = plugins_for(module)
     module.plugins = tuple(plugins)
     for plugin in plugins:
         plugin.after_frontend(module)
         if after_each is not None:
             after_each(f"plugin-{plugin.name}", module)
-    Pipeline(pipeline_of(target))(module, after_each=after_each)
+    Pipeline(GENERIC_PASSES)(module, after_each=after_each)
+    for plugin in plugins:
+        plugin.after_generic_passes(module)
+        if after_each is not None:
+            after_each(f"plugin-{plugin.name}-target-neutral", module)
+    Pipeline(target.passes())(module, after_each=after_each)
     for plugin in plugins:
         plugin.before_lowering(module)
         if after_each is not None:
@@ -103,16 +110,11 @@ def unresolved_reference_error(kernel: str, op) -> CompileError:
         hint="call the reference directly: f = kk.deferred(fn, x); y = f(x)")
 
 
-def pipeline_of(target) -> tuple[str, ...]:
-    """The passes a module goes through for `target`, in order."""
-    return GENERIC_PASSES + target.passes()
-
-
 def build(job: CompilerJob) -> CompiledKernel:
     target = job.config.target
     module = typed_module(job)
     ir_text = print_module(module)
-    key = cache_key(ir_text, job, tuple(plugin.cache_key() for plugin in module.plugins))
+    key = cache_key(ir_text, job, module.plugins)
     entry = disk_cache.load(key)
     llvm_module = None
     if entry is None:
@@ -141,6 +143,7 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
     parsed.verify()
     for plugin in module.plugins:
         plugin.in_llvm_pipeline(parsed, target)
+    target.link_libraries(parsed, job)
     target.optimize(parsed, job)
     if dump is not None:
         dump.text("llvm-optimized.ll", str(parsed))

@@ -2,8 +2,10 @@
 reading, diffing, and replaying offline (`python -m kernelkit opt`).
 
 A kernel's files go to `dir/<kernel>-<digest of its job>/`: `00-frontend.kkir` (typed IR
-as the frontend made it), then `NN-<pass>.kkir` after each pass in order, then
-`llvm.ll` (as lowered) and `llvm-optimized.ll`."""
+as the frontend made it), then `NN-<pass>.kkir` after each pass in order (and, for a
+kernel that calls a plugin's marker, `NN-plugin-<name>.kkir`,
+`NN-plugin-<name>-target-neutral.kkir` and `NN-plugin-<name>-lowering.kkir` after the
+plugin's hooks at each stage), then `llvm.ll` (as lowered) and `llvm-optimized.ll`."""
 from __future__ import annotations
 
 import hashlib

@@ -2,11 +2,17 @@
 
 A plugin has a name, a marker (the name of a `kernelkit.lang.markers.Marker` that kernels
 call, which the frontend turns into an `intrinsic` operation), hooks at named stages, and
-a key that is part of every cache key of a kernel it ran on. It runs only for modules
-that contain its marker. The stages, in the order the driver reaches them:
+a key that is part of every cache key of a kernel it ran on, as is a fingerprint of its
+code. It runs only for modules that contain its marker. The stages, in the order the
+driver reaches them:
 
 - `after_frontend(module)`: the typed IR as the frontend made it (markers still there);
-- `before_lowering(module)`: the typed IR after every pass, before LLVM lowering;
+- `after_generic_passes(module)`: the target-neutral IR: device functions inlined into
+  the kernel and the IR simplified by the generic passes, but none of a target's passes
+  run yet (the CPU's barrier splitting and loop versioning), so a plugin sees the same
+  module for every target;
+- `before_lowering(module)`: the typed IR after every pass, the target's too, before
+  LLVM lowering;
 - `in_llvm_pipeline(llvm_module, target)`: the LLVM module, before it is optimized.
 
 A target knows nothing about plugins: the driver runs them. Plugins register with
@@ -21,6 +27,7 @@ from importlib.metadata import entry_points
 from ..errors import CompileError
 from ..ir.definitions import INTRINSIC
 from ..ir.function import Module
+from .cache import code_fingerprint
 
 
 class Plugin:
@@ -32,6 +39,9 @@ class Plugin:
     def after_frontend(self, module: Module) -> None:
         pass
 
+    def after_generic_passes(self, module: Module) -> None:
+        pass
+
     def before_lowering(self, module: Module) -> None:
         pass
 
@@ -41,6 +51,12 @@ class Plugin:
     def cache_key(self) -> str:
         """Changes whenever the plugin's output would (a version, its options)."""
         return self.name
+
+    def fingerprint(self) -> str:
+        """A digest of the plugin's code, also part of the cache key, so that editing it
+        needs no new version: by default, of the source files of the package (or module
+        file) its class is defined in."""
+        return code_fingerprint(type(self))
 
 
 _registry: dict[str, Plugin] = {}

@@ -2,7 +2,8 @@
 editing a device function in another file, a captured constant or a config flag gives a
 new entry; a damaged entry is reported once, rebuilt and replaced; an unwritable cache
 directory leaves compilation working with one warning; two processes compiling the same
-kernel at once both succeed; `python -m kernelkit cache info|clear`."""
+kernel at once both succeed; editing a third party's target or plugin gives new keys;
+`python -m kernelkit cache info|clear`."""
 import os
 import subprocess
 import sys
@@ -236,3 +237,66 @@ def test_editing_adding_or_removing_a_compiler_source_file_gives_new_keys(tmp_pa
     assert added not in (first, edited)
     (package / "passes" / "new.py").unlink()
     assert fingerprint() == edited
+
+
+THIRD_PARTY_CODE = """
+from dataclasses import dataclass
+
+from backends.cpu.target import CPUTarget
+from kernelkit.compiler.plugins import Plugin
+
+
+@dataclass(frozen=True, slots=True)
+class VendorTarget(CPUTarget):
+    name: str = "vendor"
+
+
+class VendorPlugin(Plugin):
+    name = "vendor"
+    marker = "vendor_marker"
+    UNROLL = {unroll}
+"""
+
+
+def test_editing_a_third_party_target_or_plugin_gives_new_keys(tmp_path, monkeypatch):
+    import importlib.util
+
+    from kernelkit.compiler import cache
+    source = tmp_path / "vendor_codegen.py"
+    source.write_text(THIRD_PARTY_CODE.format(unroll=4))
+    spec = importlib.util.spec_from_file_location("vendor_codegen", source)
+    vendor = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "vendor_codegen", vendor)
+    spec.loader.exec_module(vendor)
+
+    def add_one(a):
+        i = kk.index(kk.Global)
+        a[i] += 1
+
+    job = kk.CPU(threads=1).compiler_job(
+        add_one, (kk.ir.types.ArrayType(kk.ir.types.int64, 1, "C"),), workgroupsize=(4,))
+    vendor_job = type(job)(job.source, type(job.config)(vendor.VendorTarget.host(),
+                                                        workgroupsize=(4,)))
+    plugins = (vendor.VendorPlugin(),)
+
+    def keys():
+        """The keys a new process would compute (it looks at each package once)."""
+        cache.package_fingerprint.cache_clear()
+        return cache.cache_key("ir text", vendor_job), cache.cache_key("ir text", job, plugins)
+
+    target_key, plugin_key = keys()
+    assert keys() == (target_key, plugin_key)
+    status = source.stat()
+    source.write_text(THIRD_PARTY_CODE.format(unroll=8))    # the same size, a new time
+    os.utime(source, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+    edited_target_key, edited_plugin_key = keys()
+    assert edited_target_key != target_key
+    assert edited_plugin_key != plugin_key
+
+
+def test_kernelkits_own_targets_add_no_fingerprint_to_the_compilers():
+    from backends.cpu.target import CPUTarget
+    from backends.cuda.target import PTXTarget
+    from kernelkit.compiler.cache import code_fingerprint
+    nothing = code_fingerprint(object)
+    assert CPUTarget.host().fingerprint() == PTXTarget("sm_90").fingerprint() == nothing

@@ -97,8 +97,9 @@ def test_ndrange_of_four_dimensions_is_a_launch_error(backend):
 
 def test_launch_errors_are_kernelkit_errors(backend):
     y, x = inputs(backend)
-    with pytest.raises(kk.KernelkitError):
+    with pytest.raises(kk.LaunchError, match="kernel 'add_one': no ndrange given") as info:
         add_one(backend, 4)(y, x)
+    assert isinstance(info.value, kk.KernelkitError)
 
 
 class _Settings:
