@@ -11,13 +11,18 @@ from kernelkit.__main__ import main
 from kernelkit.compiler import driver
 from kernelkit.compiler.cache import cache_key
 from kernelkit.compiler.plugins import Plugin, register_plugin, unregister_plugin
-from kernelkit.ir.ops import Op
+from kernelkit.ir.definitions import INTRINSIC
 from kernelkit.ir.printer import print_module
+from kernelkit.ir.rewriter import Rewriter
 from kernelkit.lang.markers import Marker
-from kernelkit.passes.uses import replace_all_uses
 
 twice = Marker("twice", lambda argtypes: argtypes[0])
 thrice = Marker("thrice", lambda argtypes: argtypes[0])
+
+
+def markers(function, name: str) -> list:
+    """The calls of the plugin marker `name` in `function`."""
+    return [op for op in function.ops() if op.definition is INTRINSIC and op.attrs["name"] == name]
 
 
 class Doubler(Plugin):
@@ -33,15 +38,12 @@ class Doubler(Plugin):
     def after_frontend(self, module):
         self.stages.append("after_frontend")
         for function in module.functions.values():
-            for block in function.blocks:
-                for index, op in enumerate(block.ops):
-                    if op.opcode == "intrinsic" and op.attrs["name"] == "twice":
-                        (value,) = op.operands
-                        doubled = Op("add", [value, value], op.type, loc=op.loc)
-                        doubled.block = block
-                        block.ops[index] = doubled
-                        for other in function.ops():
-                            other.map_operands({op: doubled})
+            rewriter = Rewriter(function)
+            for op in markers(function, "twice"):
+                rewriter.position_before(op)
+                rewriter.loc = op.loc
+                (value,) = op.operands
+                rewriter.replace_op(op, rewriter.binary("add", value, value))
 
     def after_generic_passes(self, module):
         self.stages.append("after_generic_passes")
@@ -69,16 +71,13 @@ class Tripler(Plugin):
 
     def after_generic_passes(self, module):
         self.target_neutral.append(print_module(module))
-        kernel = module.kernel
-        for block in kernel.blocks:
-            for index, op in enumerate(block.ops):
-                if op.opcode == "intrinsic" and op.attrs["name"] == "thrice":
-                    (value,) = op.operands
-                    doubled = Op("add", [value, value], op.type, loc=op.loc)
-                    tripled = Op("add", [doubled, value], op.type, loc=op.loc)
-                    doubled.block = tripled.block = block
-                    block.ops[index:index + 1] = [doubled, tripled]
-                    replace_all_uses(kernel, {op: tripled})
+        rewriter = Rewriter(module.kernel)
+        for op in markers(module.kernel, "thrice"):
+            rewriter.position_before(op)
+            rewriter.loc = op.loc
+            (value,) = op.operands
+            doubled = rewriter.binary("add", value, value)
+            rewriter.replace_op(op, rewriter.binary("add", doubled, value))
 
     def before_lowering(self, module):
         self.before_lowering_seen.append(print_module(module))
