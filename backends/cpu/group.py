@@ -20,17 +20,17 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kernelkit.analysis.liveness import live_across_barriers
+from kernelkit.analysis.uniformity import varying_values
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
                                          LaunchRecord, i1, i8, i32, i64, llvm_type,
                                          memory_type, printf_arguments, ptr)
 from kernelkit.ir import types as T
 from kernelkit.ir.ops import BARRIER_OPS, BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
-from kernelkit.passes.liveness import live_across_barriers
 from kernelkit.passes.split_barriers import (ends_with_barrier, region_dominance,
                                              region_order, region_starts,
                                              region_successors)
-from kernelkit.passes.uniformity import varying_values
 
 from .libc import cpu_math
 

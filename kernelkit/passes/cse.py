@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.function import Block, Function, Module
-from .dominance import immediate_dominators
+from ..analysis.dominance import dominator_tree
+from ..ir.function import Function, Module
 from .pipeline import register
 from .uses import replace_all_uses
 
@@ -18,16 +18,6 @@ class CommonSubexpressions:
     def __call__(self, module: Module) -> None:
         for function in module.functions.values():
             eliminate(function)
-
-
-def dominator_tree(function: Function) -> dict[Block, list[Block]]:
-    """Children of each block in the dominator tree."""
-    order = function.reachable_blocks()
-    idom = immediate_dominators(order, function.predecessors())
-    children: dict[Block, list[Block]] = {b: [] for b in order}
-    for block in order[1:]:
-        children[idom[block]].append(block)
-    return children
 
 
 def _key(op):

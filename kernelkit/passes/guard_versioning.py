@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.loops import natural_loops
+from ..analysis.uniformity import divergent_region, varying_values
 from ..ir.function import Function, Module
 from ..ir.ops import Op, Successor
 from .dce import DeadCode
-from .dominance import natural_loops
 from .pipeline import register
 from .simplify import Simplify
-from .uniformity import divergent_region, varying_values
 from .uses import clone_function
 
 SUFFIX = ".interior"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.dominance import dominates, immediate_dominators
 from ..ir.function import Block, Function, Module
 from ..ir.ops import BARRIER_OPS, Op, Successor
-from .dominance import dominates, immediate_dominators
 from .pipeline import register
 
 
