@@ -21,14 +21,14 @@ from ..ir.function import Block, Function, Module
 from ..ir.ops import BARRIER_OPS, Op, Successor
 from .pipeline import register
 
-SMALL_TRIP_COUNT = 32
-"""Loops known to run at most this many times are unrolled by LLVM instead."""
-
 
 @register
 @dataclass(frozen=True, slots=True)
 class LoopBarriers:
     name = "loop-barriers"
+
+    small_trip_count: int = 32
+    """Loops known to run at most this many times are left to LLVM, which unrolls them."""
 
     def __call__(self, module: Module) -> None:
         for kernel in module.functions.values():
@@ -48,7 +48,7 @@ class LoopBarriers:
                        if not op.is_terminator):
                 continue
             counted = counted_loop(header, body)
-            if counted is not None and counted.trip_count(SMALL_TRIP_COUNT) is not None:
+            if counted is not None and counted.trip_count(self.small_trip_count) is not None:
                 continue
             put_barriers_on_edges_into(kernel, header)
 
