@@ -4,12 +4,11 @@ work-items of a group, liveness). One file per analysis; nothing here imports a 
 from .dominance import (block_dominators, dominates, dominator_tree, immediate_dominators,
                         post_dominators)
 from .liveness import live_across_barriers, live_out, live_sets
-from .loops import (CountedLoop, InductionVariable, constant_value, counted_loop,
-                    induction_variable, natural_loops)
+from .loops import (CountedLoop, InductionVariable, counted_loop, induction_variable,
+                    natural_loops)
 from .uniformity import branch_region, divergent_region, varying_values
 
 __all__ = ["block_dominators", "dominates", "dominator_tree", "immediate_dominators",
            "post_dominators", "live_across_barriers", "live_out", "live_sets",
-           "CountedLoop", "InductionVariable", "constant_value", "counted_loop",
-           "induction_variable", "natural_loops", "branch_region", "divergent_region",
-           "varying_values"]
+           "CountedLoop", "InductionVariable", "counted_loop", "induction_variable",
+           "natural_loops", "branch_region", "divergent_region", "varying_values"]

@@ -50,10 +50,11 @@ class InductionVariable:
 def induction_variable(header: Block, body: set[Block], counter: BlockParam,
                        excluded: tuple[Successor, ...] = ()) -> InductionVariable | None:
     """`counter`, a parameter of `header`, as an induction variable of the loop `body`:
-    every edge into the loop passes the same start, and every edge around it passes
-    `counter + step` or `counter - step` with the same step; None if it is not one.
-    Constants of equal value count as the same value. Edges in `excluded` are not looked
-    at (masked-loops' edge for work-items that wait, which passes the counter as it is)."""
+    every edge into the loop passes the same value (its start, which then dominates the
+    header), and every edge around it passes `counter + step` or `counter - step` with
+    the same step (constants of equal value count as the same step); None if it is not
+    one. Edges in `excluded` are not looked at (masked-loops' edge for work-items that
+    wait, which passes the counter as it is)."""
     position = header.params.index(counter)
     starts: list[Value] = []
     steps: list[tuple[Value, bool]] = []
@@ -72,18 +73,19 @@ def induction_variable(header: Block, body: set[Block], counter: BlockParam,
     if not starts or not steps:
         return None
     start, (step, subtracts) = starts[0], steps[0]
-    if not all(_same(other, start) for other in starts) or \
-            not all(_same(other, step) and sub == subtracts for other, sub in steps):
+    if any(other is not start for other in starts) or not all(
+            _same_step(other, step) and other_subtracts == subtracts
+            for other, other_subtracts in steps):
         return None
     return InductionVariable(counter, start, step, subtracts)
 
 
-def _same(a: Value, b: Value) -> bool:
-    return a is b or constant_value(a) is not None and \
-        constant_value(a) == constant_value(b) and a.type == b.type
+def _same_step(a: Value, b: Value) -> bool:
+    return a is b or _constant_value(a) is not None and \
+        _constant_value(a) == _constant_value(b) and a.type == b.type
 
 
-def constant_value(value: Value):
+def _constant_value(value: Value):
     """The value of a `const` operation; None for any other value."""
     return value.attrs["value"] if isinstance(value, Op) and value.opcode == "const" else None
 
@@ -107,7 +109,7 @@ class CountedLoop:
     def trip_count(self, limit: int) -> int | None:
         """How many times the loop's body runs, when start, step and bound are constants
         and it is at most `limit`; None when it is unknown or more."""
-        values = [constant_value(v) for v in (self.variable.start, self.variable.step,
+        values = [_constant_value(v) for v in (self.variable.start, self.variable.step,
                                                self.bound)]
         if None in values:
             return None

@@ -151,3 +151,33 @@ def test_a_loop_on_a_comparison_of_two_of_its_own_parameters_is_not_counted():
                                                                  "br ^bb1(%6, %7)")
     text = text.replace("lt %3, %1", "lt %3, %7")
     assert counted_loop(*only_loop(text)) is None
+
+
+def test_equal_constant_steps_on_two_back_edges_are_one_step():
+    """`continue` after `i += 2` in one branch, `i += 2` at the end in the other: each
+    branch has its own constant 2."""
+    text = '''func @two_edges(n, c) -> void file "f.py" {
+^bb0(%0: i64, %1: bool):
+  %2 = const 0 : i64
+  %3 = const 9 : i64
+  br ^bb1(%2)
+^bb1(%4: i64):
+  %5 = lt %4, %3 : bool
+  cbr %5, ^bb2(), ^bb4()
+^bb2():
+  cbr %1, ^bb3(), ^bb5()
+^bb3():
+  %6 = const 2 : i64
+  %7 = add %4, %6 : i64
+  br ^bb1(%7)
+^bb5():
+  %8 = const 2 : i64
+  %9 = add %4, %8 : i64
+  br ^bb1(%9)
+^bb4():
+  ret
+}
+'''
+    loop = counted_loop(*only_loop(text))
+    assert loop.variable.step.attrs["value"] == 2
+    assert loop.trip_count(limit=32) == 5
