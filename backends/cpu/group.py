@@ -21,6 +21,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from kernelkit.analysis.liveness import live_across_barriers
+from kernelkit.analysis.regions import (ends_with_barrier, region_dominance, region_order,
+                                        region_starts, region_successors)
 from kernelkit.analysis.uniformity import varying_values
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
                                          LaunchRecord, i1, i8, i32, i64, llvm_type,
@@ -28,9 +30,6 @@ from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBui
 from kernelkit.ir import types as T
 from kernelkit.ir.ops import BARRIER_OPS, BINARY_OPS, COMPARE_OPS, GEOMETRY_OPS, UNARY_OPS, Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
-from kernelkit.passes.split_barriers import (ends_with_barrier, region_dominance,
-                                             region_order, region_starts,
-                                             region_successors)
 
 from .libc import cpu_math
 
