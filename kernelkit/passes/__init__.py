@@ -1,5 +1,7 @@
-"""IR -> IR passes. Each pass is a small frozen dataclass in a file of its own, runnable
-by name (`PASSES`), taking a `Module` and changing it in place."""
+"""IR -> IR passes. Each pass is a small frozen dataclass in a file of its own, whose
+fields are its options, runnable by name (`PASSES`, `simplify{speculated_ops=8}`),
+taking a `Module` and changing it in place. The analyses passes ask are in
+`kernelkit.analysis`."""
 from .check_barriers import CheckBarriers
 from .cse import CommonSubexpressions
 from .dce import DeadCode
