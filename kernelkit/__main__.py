@@ -2,7 +2,7 @@
 
     python -m kernelkit cache info     where the kernel cache is, how many entries, size
     python -m kernelkit cache clear    remove every entry
-    python -m kernelkit opt FILE [-p pass1,pass2] [--target cpu|sm_90]
+    python -m kernelkit opt FILE [-p pass1,pass2{option=value}] [--target cpu|sm_90]
                                        run passes on a module dumped by KERNELKIT_DUMP
                                        (default: the target's whole pipeline) and print it
 """
@@ -20,8 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("action", choices=("info", "clear"))
     opt = commands.add_parser("opt", help="run passes on a dumped module and print it")
     opt.add_argument("file", help="a .kkir file (KERNELKIT_DUMP writes them)")
-    opt.add_argument("-p", "--passes", help="pass names separated by commas (default: "
-                                            "the target's whole pipeline, with plugins)")
+    opt.add_argument("-p", "--passes", help="pass names separated by commas, each with "
+                                            "options if any: 'simplify{speculated_ops=8},dce' "
+                                            "(default: the target's whole pipeline, with "
+                                            "plugins)")
     opt.add_argument("--target", default="cpu", help="cpu, or a GPU architecture (sm_90)")
     args = parser.parse_args(argv)
     if args.command == "cache":
@@ -36,10 +38,10 @@ def opt_command(file: str, passes: str | None, target_name: str) -> int:
     from .ir.printer import print_module
     from .ir.verifier import verify_module
     from .passes import Pipeline
-    from .passes.pipeline import pass_named
+    from .passes.pipeline import pass_named, split_pipeline
     try:
         target = target_named(target_name)
-        names = tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None
+        names = split_pipeline(passes) if passes else None
         for name in names or ():
             pass_named(name)
         with open(file) as handle:

@@ -20,6 +20,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kernelkit.analysis.liveness import live_across_barriers
+from kernelkit.analysis.regions import (ends_with_barrier, region_dominance, region_order,
+                                        region_starts, region_successors)
+from kernelkit.analysis.uniformity import varying_values
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
                                          LaunchRecord, i1, i8, i32, i64, llvm_type,
                                          memory_type, printf_arguments, ptr)
@@ -28,11 +32,6 @@ from kernelkit.ir.definitions import (ARITHMETIC, ASSUME, BARRIER_ANY, BR, CBR, 
                                       GROUP_ID, LOCAL_ID, LOCALMEM, PRIVATE, RET, Trait)
 from kernelkit.ir.ops import Op, is_op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
-from kernelkit.passes.liveness import live_across_barriers
-from kernelkit.passes.split_barriers import (ends_with_barrier, region_dominance,
-                                             region_order, region_starts,
-                                             region_successors)
-from kernelkit.passes.uniformity import varying_values
 
 from .libc import cpu_math
 

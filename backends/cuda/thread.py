@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kernelkit.analysis.loops import natural_loops
 from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
                                          LaunchRecord, i8, i32, i64, memory_type,
                                          printf_arguments, ptr)
 from kernelkit.ir.definitions import GROUP_ID, LOCAL_ID, LOCALMEM, Trait
-from kernelkit.passes.dominance import natural_loops
 
 from .libdevice import device_math
 

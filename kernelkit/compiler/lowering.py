@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from ..analysis.regions import ends_with_barrier, region_dominance, region_order
 from ..ir import definitions as D
 from ..ir import types as T
 from ..ir.definitions import OpDefinition, Trait
 from ..ir.function import Function
 from ..ir.ops import BlockParam, Op, Value, is_op
-from ..passes.split_barriers import ends_with_barrier, region_dominance, region_order
 
 i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 ptr = ir.PointerType()

@@ -2,6 +2,7 @@
 error, so it raises `IRVerificationError` with the printed function attached."""
 from __future__ import annotations
 
+from ..analysis.dominance import block_dominators, dominates
 from .function import Function, Module
 from .ops import Op, Value
 
@@ -73,11 +74,10 @@ def _check_types(op: Op, function: Function, module: Module | None) -> list[str]
 def _check_dominance(function: Function) -> list[str]:
     """Every use of a value is dominated by its definition: an earlier operation of the
     same block, a parameter of a dominating block, or an operation in one."""
-    from ..passes.dominance import immediate_dominators
     order = function.reachable_blocks()
     if not order:
         return []
-    idom = immediate_dominators(order, function.predecessors())
+    idom = block_dominators(function)
     position = {}
     home = {}
     for block in function.blocks:
@@ -85,13 +85,6 @@ def _check_dominance(function: Function) -> list[str]:
             home[param], position[param] = block, -1
         for index, op in enumerate(block.ops):
             home[op], position[op] = block, index
-
-    def dominates(a, b) -> bool:
-        while b is not a:
-            if b not in idom or idom[b] is b:
-                return False
-            b = idom[b]
-        return True
 
     problems = []
     names = {b: f"^bb{i}" for i, b in enumerate(function.blocks)}
@@ -105,7 +98,7 @@ def _check_dominance(function: Function) -> list[str]:
                     if position[operand] >= index:
                         problems.append(f"{names[block]}: {op.opcode} uses a value defined "
                                         "later in its block")
-                elif not dominates(where, block):
+                elif not dominates(idom, where, block):
                     problems.append(f"{names[block]}: {op.opcode} uses a value from "
                                     f"{names[where]}, which does not dominate it")
     return problems

@@ -1,5 +1,8 @@
-"""IR -> IR passes. Each pass is a small frozen dataclass in a file of its own, runnable
-by name (`PASSES`), taking a `Module` and changing it in place."""
+"""IR -> IR passes. Each pass is a small frozen dataclass in a file of its own, whose
+fields are its options, runnable by name (`PASSES`, `simplify{speculated_ops=8}`),
+taking a `Module` and changing it in place. The analyses passes ask are in
+`kernelkit.analysis`."""
+from .check_barriers import CheckBarriers
 from .cse import CommonSubexpressions
 from .dce import DeadCode
 from .guard_versioning import GuardVersioning
@@ -9,7 +12,6 @@ from .masked_loops import MaskedLoops
 from .pipeline import PASSES, Pipeline, run_passes
 from .simplify import Simplify
 from .split_barriers import SplitBarriers
-from .uniformity import CheckBarriers
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
            "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "LoopBarriers", "MaskedLoops",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.dominance import dominator_tree
 from ..ir.definitions import TUPLE
-from ..ir.function import Block, Function, Module
+from ..ir.function import Function, Module
 from ..ir.rewriter import replace_values
-from .dominance import immediate_dominators
 from .pipeline import register
 
 
@@ -19,16 +19,6 @@ class CommonSubexpressions:
     def __call__(self, module: Module) -> None:
         for function in module.functions.values():
             eliminate(function)
-
-
-def dominator_tree(function: Function) -> dict[Block, list[Block]]:
-    """Children of each block in the dominator tree."""
-    order = function.reachable_blocks()
-    idom = immediate_dominators(order, function.predecessors())
-    children: dict[Block, list[Block]] = {b: [] for b in order}
-    for block in order[1:]:
-        children[idom[block]].append(block)
-    return children
 
 
 def _key(op):

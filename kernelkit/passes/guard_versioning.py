@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.loops import natural_loops
+from ..analysis.uniformity import divergent_region, varying_values
 from ..ir.definitions import (ARITHMETIC, ASSUME, BR, CAST, CBR, COMPARISONS, CONST, DIM,
                               GROUP_ID, LOCAL_ID, NDRANGE, NOT, SELECT, UNARY)
 from ..ir.function import Function, Module
 from ..ir.ops import Op, Successor
 from ..ir.rewriter import Rewriter, clone_function
 from .dce import DeadCode
-from .dominance import natural_loops
 from .pipeline import register
 from .simplify import Simplify
-from .uniformity import divergent_region, varying_values
 
 SUFFIX = ".interior"
 # What a guard may be computed with: work-item positions, extents and cheap arithmetic.

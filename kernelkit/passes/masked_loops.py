@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.loops import induction_variable, natural_loops
+from ..analysis.uniformity import divergent_region, varying_values
 from ..ir import types as T
 from ..ir.definitions import ADD, ARITHMETIC, BARRIER_ANY, BR, CBR, CONST, MUL, NOT
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Op, Successor, is_op
+from ..ir.ops import Op, Successor
 from .dce import remove_dead_code
-from .dominance import natural_loops
 from .pipeline import register
-from .uniformity import divergent_region, varying_values
 
 
 @register
@@ -107,25 +107,14 @@ def count_iterations(function: Function, header: Block, guard: Block, skip: Succ
     varying = varying_values(function)
     edges = [(block, successor) for block in function.blocks if block.terminator
              for successor in block.terminator.successors if successor.block is header]
-    for index, p in enumerate(params):
-        starts, steps = set(), set()
-        for block, successor in edges:
-            arg = successor.args[index]
-            if successor is skip:
-                continue
-            if block not in body:
-                starts.add(arg)
-            elif is_op(arg, ADD) and arg.operands[0] is p and \
-                    arg.operands[1] not in varying and not _made_in(arg.operands[1], body):
-                steps.add(arg.operands[1])
-            else:
-                steps.add(None)
-        if len(starts) != 1 or len(steps) != 1 or None in steps or \
+    for p in params:
+        variable = induction_variable(header, body, p, excluded=(skip,))
+        if variable is None or variable.subtracts or variable.step in varying or \
+                _made_in(variable.step, body) or \
                 any(_used_outside(v, body) for v in _derived_from(p, body)):
             continue
-        (start,), (step,) = starts, steps
-        _recompute_from_iterations(function, header, guard, body, edges, skip, p, start,
-                                   step)
+        _recompute_from_iterations(function, header, guard, body, edges, skip, p,
+                                   variable.start, variable.step)
         return  # one shared counter per loop is enough
 
 

@@ -19,6 +19,9 @@ from .pipeline import register
 class Simplify:
     name = "simplify"
 
+    speculated_ops: int = 4
+    """A branch of at most this many cheap pure operations is computed unconditionally."""
+
     def __call__(self, module: Module) -> None:
         for function in module.functions.values():
             changed = True
@@ -29,7 +32,7 @@ class Simplify:
                 changed |= remove_unreachable(function)
                 changed |= forward_block_params(function)
                 changed |= merge_blocks(function)
-                changed |= speculate_short_branches(function)
+                changed |= speculate_short_branches(function, self.speculated_ops)
 
 
 def fold_constants(function: Function) -> bool:
@@ -146,14 +149,12 @@ def merge_blocks(function: Function) -> bool:
     return bool(merged)
 
 
-SPECULATED_OPS = 4
-"""A branch of at most this many cheap pure operations is computed unconditionally."""
 
 
-def speculate_short_branches(function: Function) -> bool:
+def speculate_short_branches(function: Function, limit: int) -> bool:
     """`P: cbr c, T(), J(a...)`, `T: <cheap pure ops>; br J(b...)` with P the only way
-    into T becomes `P: <T's ops>; br J(select(c, b, a)...)` (either side of the branch):
-    the short-circuit `and`/`or` of a condition turns into plain arithmetic, which the
+    into T and at most `limit` operations in T becomes `P: <T's ops>; br J(select(c, b,
+    a)...)` (either side of the branch): the short-circuit `and`/`or` of a condition turns into plain arithmetic, which the
     uniformity analysis and the vectorizer can see through. Pure operations cannot fail,
     so computing them on both paths changes nothing but time."""
     predecessors = function.predecessors()
@@ -169,7 +170,7 @@ def speculate_short_branches(function: Function) -> bool:
             if (short.args or body.params or predecessors[body] != [block] or
                     body in removed or other.block in removed or
                     jump.definition is not BR or jump.successors[0].block is not other.block or
-                    other.block is body or len(body.ops) - 1 > SPECULATED_OPS or
+                    other.block is body or len(body.ops) - 1 > limit or
                     any(not op.is_pure or op.has(Trait.EXPENSIVE) for op in body.ops[:-1])):
                 continue
             condition = branch.operands[0]

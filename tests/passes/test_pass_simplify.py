@@ -203,7 +203,7 @@ def test_a_chain_of_short_branches_becomes_selects_in_one_run_of_each_step():
         builder.position_at_end(join)
         condition = join.params[0]
     builder.ret(condition)
-    assert speculate_short_branches(function)
+    assert speculate_short_branches(function, limit=2)
     assert not any(op.opcode == "cbr" for op in function.ops())
     assert merge_blocks(function)
     assert len(function.blocks) == 1

@@ -1,17 +1,14 @@
 """Which values differ between the work-items of a group (varying) and which are the same
-for all (uniform), and the check that every barrier is reached by all work-items of a
-group: a barrier under a branch on a varying condition deadlocks a GPU and is an error."""
+for all (uniform), and which blocks only some work-items of a group reach (the divergent
+region: the blocks between a branch on a varying value and the point where its paths
+join again)."""
 from __future__ import annotations
 
-import linecache
-from dataclasses import dataclass
-
-from ..errors import CompileError
 from ..ir.definitions import CBR, Trait
-from ..ir.function import Block, Function, Module
+from ..ir.function import Block, Function
 from ..ir.ops import Value
-from .dominance import immediate_dominators, natural_loops
-from .pipeline import register
+from .dominance import post_dominators
+from .loops import natural_loops
 
 
 
@@ -113,35 +110,6 @@ def _branches_on(block: Block, varying: set) -> bool:
     return terminator.definition is CBR and terminator.operands[0] in varying
 
 
-def post_dominators(function: Function) -> dict[Block, Block | None]:
-    """Immediate post-dominator of each block (None: the virtual exit)."""
-    blocks = function.reachable_blocks()
-    exit_node = object()
-    successors = {b: b.successors or [exit_node] for b in blocks}
-    predecessors: dict = {exit_node: []}
-    for block in blocks:
-        predecessors.setdefault(block, [])
-    for block in blocks:
-        for successor in successors[block]:
-            predecessors.setdefault(successor, []).append(block)
-    # Reverse post-order of the reversed graph, from the exit.
-    order, seen = [], {exit_node}
-    stack = [(exit_node, iter(predecessors[exit_node]))]
-    while stack:
-        node, it = stack[-1]
-        for nxt in it:
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append((nxt, iter(predecessors[nxt])))
-                break
-        else:
-            stack.pop()
-            order.append(node)
-    order.reverse()
-    ipdom = immediate_dominators(order, successors)
-    return {b: (None if ipdom.get(b) is exit_node else ipdom.get(b)) for b in blocks}
-
-
 def divergent_region(function: Function, varying: set[Value], ipdom: dict | None = None,
                      regions: dict | None = None) -> set[Block]:
     """Blocks that only some work-items of a group may reach: those between a branch on
@@ -174,34 +142,3 @@ def branch_region(block: Block, ipdom: dict) -> set[Block]:
         region.add(current)
         stack.extend(current.successors)
     return region
-
-
-@register
-@dataclass(frozen=True, slots=True)
-class CheckBarriers:
-    """Rejects a barrier that not every work-item of a group reaches."""
-
-    name = "check-barriers"
-
-    def __call__(self, module: Module) -> None:
-        for function in module.functions.values():
-            if not any(op.has(Trait.BARRIER) for op in function.ops()):
-                continue
-            region = divergent_region(function, varying_values(function))
-            for block in region:
-                for op in block.ops:
-                    if op.has(Trait.BARRIER):
-                        raise divergent_barrier_error(module.kernel.name, op)
-
-
-def divergent_barrier_error(kernel: str, op) -> CompileError:
-    loc = op.loc
-    file = loc.file if loc else None
-    line = loc.line if loc else None
-    source = linecache.getline(file, line) if file and line else None
-    return CompileError(
-        "kk.synchronize() is reached by only some work-items of a group here: it sits under a "
-        "branch or loop whose condition depends on the work-item index", kernel=kernel,
-        file=file, line=line, source_line=source,
-        hint="move the barrier out of the branch so that every work-item of the group reaches "
-             "it (compute the condition, synchronize, then branch)")

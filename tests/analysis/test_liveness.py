@@ -1,14 +1,16 @@
-"""Liveness: which values are live across a work-group barrier (defined before it and
+"""Liveness: which values are live into and out of each block (around a loop, on small IR
+written as text), and which are live across a work-group barrier (defined before it and
 used after it), which a target running work-items one after another must keep per item."""
 import numpy as np
 
 import kernelkit as kk
+from kernelkit.analysis.liveness import live_across_barriers, live_out, live_sets
 from kernelkit.frontend.translate import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.function import Function
+from kernelkit.ir.parser import parse_module
 from kernelkit.passes import run_passes
-from kernelkit.passes.liveness import live_across_barriers, live_out
 
 F32_ARRAY = T.ArrayType(T.float32, 1, "C")
 
@@ -89,3 +91,41 @@ def test_loop_carried_values_and_values_from_before_the_loop_are_live_across_its
     assert not live & set(after_barrier)
     assert not live & set(header.ops)
     assert kernel.entry.ops[0] not in live          # group_id: used only to compute i
+
+
+SUM = '''func @sum(n) -> i64 file "f.py" {
+^bb0(%0: i64):
+  %1 = const 0 : i64
+  %2 = const 1 : i64
+  br ^bb1(%1, %1)
+^bb1(%3: i64, %4: i64):
+  %5 = lt %3, %0 : bool
+  cbr %5, ^bb2(), ^bb3()
+^bb2():
+  %6 = add %4, %3 : i64
+  %7 = add %3, %2 : i64
+  br ^bb1(%7, %6)
+^bb3():
+  ret %4
+}
+'''
+
+
+def test_values_from_before_a_loop_that_it_reads_are_live_all_around_it():
+    function = parse_module(SUM).kernel
+    entry, header, body, exit_block = function.blocks
+    n = entry.params[0]
+    zero, one = entry.ops[:2]
+    counter, total = header.params
+    following, added = body.ops[1], body.ops[0]
+    live_in, outs = live_sets(function)
+    # n and the step are read in every iteration, so they are live into the header, the
+    # body and on the back edge; the start value only on the way in.
+    assert live_in[header] == {n, one}
+    assert outs[entry] == {n, zero, one}
+    # The carried values are the header's parameters: live from there into the body and,
+    # for the total, out of the loop.
+    assert live_in[body] == {n, one, counter, total}
+    assert outs[header] == {n, one, counter, total}
+    assert outs[body] == {n, one, following, added}
+    assert live_in[exit_block] == {total} and outs[exit_block] == set()
