@@ -2,9 +2,11 @@
 
     python -m kernelkit cache info     where the kernel cache is, how many entries, size
     python -m kernelkit cache clear    remove every entry
-    python -m kernelkit opt FILE [-p pass1,pass2{option=value}] [--target cpu|sm_90]
+    python -m kernelkit opt FILE [-p pass1,pass2{option=value}] [--load my_passes.py]
+                             [--target cpu|sm_90]
                                        run passes on a module dumped by KERNELKIT_DUMP
-                                       (default: the target's whole pipeline) and print it
+                                       (default: the target's whole pipeline) and print it;
+                                       --load imports a file or module registering passes
 """
 from __future__ import annotations
 
@@ -24,14 +26,18 @@ def main(argv: list[str] | None = None) -> int:
                                             "options if any: 'simplify{speculated_ops=8},dce' "
                                             "(default: the target's whole pipeline, with "
                                             "plugins)")
+    opt.add_argument("--load", action="append", default=[], metavar="FILE_OR_MODULE",
+                     help="a Python file or module to import first (one that registers "
+                          "passes of its own); may be given several times")
     opt.add_argument("--target", default="cpu", help="cpu, or a GPU architecture (sm_90)")
     args = parser.parse_args(argv)
     if args.command == "cache":
         return cache_command(args.action)
-    return opt_command(args.file, args.passes, args.target)
+    return opt_command(args.file, args.passes, args.target, args.load)
 
 
-def opt_command(file: str, passes: str | None, target_name: str) -> int:
+def opt_command(file: str, passes: str | None, target_name: str,
+                load: list[str] = ()) -> int:
     from .compiler.driver import compile_module
     from .errors import KernelkitError
     from .ir.parser import parse_module
@@ -40,6 +46,8 @@ def opt_command(file: str, passes: str | None, target_name: str) -> int:
     from .passes import Pipeline
     from .passes.pipeline import pass_named, split_pipeline
     try:
+        for name in load:
+            load_passes(name)
         target = target_named(target_name)
         names = split_pipeline(passes) if passes else None
         for name in names or ():
@@ -56,6 +64,29 @@ def opt_command(file: str, passes: str | None, target_name: str) -> int:
         return 1
     sys.stdout.write(print_module(module))
     return 0
+
+
+def load_passes(name: str) -> None:
+    """Import `name`, a Python file or an importable module, for the passes it
+    registers."""
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    from .errors import KernelkitError
+    if not name.endswith(".py"):
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            raise KernelkitError(f"--load {name}: {error}") from None
+        return
+    path = Path(name)
+    if not path.is_file():
+        raise KernelkitError(f"--load {name}: no such file")
+    spec = importlib.util.spec_from_file_location(f"kernelkit_loaded_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
 
 
 def target_named(name: str):
