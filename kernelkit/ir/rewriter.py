@@ -13,7 +13,7 @@ from typing import Iterable
 from .builder import Builder
 from .function import Block, Function
 from .ops import Op, Successor, Value
-from .types import IRType
+from .types import IRType, void
 
 
 class Rewriter(Builder):
@@ -98,7 +98,8 @@ class Rewriter(Builder):
             replacement.block = op.block
             op.block.ops.insert(op.block.ops.index(op), replacement)
             self.inserted(replacement)
-        self.replace_all_uses(op, replacement)
+        if op.type != void:   # nothing uses what gives no value (a store, a branch)
+            self.replace_all_uses(op, replacement)
         self.erase(op)
 
     def split_block_after(self, op: Op) -> Block:
@@ -136,6 +137,25 @@ def replace_values(function: Function, mapping: dict[Value, Value]) -> None:
         mapping[key] = target
     for op in function.ops():
         op.map_operands(mapping)
+
+
+def replace_ops(function: Function, mapping: dict[Op, Value]) -> None:
+    """Each operation of `mapping` is replaced by its value, in one sweep over the
+    function: a new operation (one in no block yet) takes the replaced one's place, and
+    every use of a replaced operation uses its value (chains resolved)."""
+    if not mapping:
+        return
+    for block in function.blocks:
+        kept = []
+        for op in block.ops:
+            replacement = mapping.get(op, op)
+            if replacement is op:
+                kept.append(op)
+            elif isinstance(replacement, Op) and replacement.block is None:
+                replacement.block = block
+                kept.append(replacement)
+        block.ops = kept
+    replace_values(function, dict(mapping))
 
 
 def clone_function(function: Function, name: str, values: dict[Value, Value] | None = None,

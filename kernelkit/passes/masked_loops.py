@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from ..analysis.loops import induction_variable, natural_loops
 from ..analysis.uniformity import divergent_region, varying_values
 from ..ir import types as T
-from ..ir.definitions import ADD, ARITHMETIC, BARRIER_ANY, BR, CBR, CONST, MUL, NOT
+from ..ir.definitions import ADD, ARITHMETIC, BARRIER_ANY, CBR, CONST, MUL, NOT
 from ..ir.function import Block, Function, Module
-from ..ir.ops import Op, Successor
+from ..ir.ops import Successor
+from ..ir.rewriter import Rewriter
 from .dce import remove_dead_code
 from .pipeline import register
 
@@ -61,37 +62,34 @@ def next_loop_to_mask(function: Function):
 
 
 def mask_loop(function: Function, header: Block, inside: int) -> None:
-    branch = header.ops.pop()
+    branch = header.terminator
     condition = branch.operands[0]
     body, exit_ = branch.successors[inside], branch.successors[1 - inside]
-    loc = branch.loc
-
-    def op(definition, operands, type=T.void, block=header, successors=None, attrs=None):
-        made = Op(definition, operands, type, attrs, successors, loc=loc)
-        block.append(made)
-        return made
-
+    rewriter = Rewriter(function)
+    rewriter.loc = branch.loc
+    rewriter.erase(branch)
     for block in function.blocks:
         for successor in block.terminator.successors if block.terminator else ():
             if successor.block is header:
-                false = Op(CONST, [], T.bool_, {"value": False}, loc=loc)
-                block.insert_before_terminator(false)
+                rewriter.position_before_terminator(block)
+                false = rewriter.op(CONST, [], T.bool_, {"value": False})
                 successor.args = [*successor.args, false]
     params = list(header.params)
     done = header.add_param(T.bool_, "done")
+    rewriter.position_at_end(header)
     if inside == 1:
-        condition = op(NOT, [condition], T.bool_)
-    go = op(ARITHMETIC["and"], [op(NOT, [done], T.bool_), condition], T.bool_)
-    any_go = op(BARRIER_ANY, [go], T.bool_)
-    decide, guard = Block(), Block()
-    for new in (guard, decide):
-        new.function = function
-        function.blocks.insert(function.blocks.index(header) + 1, new)
-    op(BR, [], successors=[Successor(decide)])
-    op(CBR, [any_go], block=decide, successors=[Successor(guard), exit_])
-    true = op(CONST, [], T.bool_, block=guard, attrs={"value": True})
+        condition = rewriter.op(NOT, [condition], T.bool_)
+    go = rewriter.op(ARITHMETIC["and"], [rewriter.op(NOT, [done], T.bool_), condition], T.bool_)
+    any_go = rewriter.op(BARRIER_ANY, [go], T.bool_)
+    guard = rewriter.insert_block_after(header, Block())
+    decide = rewriter.insert_block_after(header, Block())
+    rewriter.br(decide)
+    rewriter.position_at_end(decide)
+    rewriter.op(CBR, [any_go], successors=[Successor(guard), exit_])
+    rewriter.position_at_end(guard)
+    true = rewriter.op(CONST, [], T.bool_, {"value": True})
     skip = Successor(header, [*params, true])
-    op(CBR, [go], block=guard, successors=[body, skip])
+    rewriter.op(CBR, [go], successors=[body, skip])
     count_iterations(function, header, guard, skip, params)
 
 
@@ -150,23 +148,21 @@ def _used_outside(value, body) -> bool:
 
 
 def _recompute_from_iterations(function, header, guard, body, edges, skip, p, start, step):
-    loc = guard.terminator.loc
+    rewriter = Rewriter(function)
+    rewriter.loc = guard.terminator.loc
     iteration = header.add_param(p.type, "iteration")
-    one = guard.insert_before_terminator(Op(CONST, [], p.type, {"value": 1}, loc=loc))
-    following = guard.insert_before_terminator(Op(ADD, [iteration, one], p.type, loc=loc))
+    rewriter.position_before_terminator(guard)
+    one = rewriter.op(CONST, [], p.type, {"value": 1})
+    following = rewriter.op(ADD, [iteration, one], p.type)
     for block, successor in edges:
         if successor is skip or block in body:
             successor.args = [*successor.args, following]
         else:
-            zero = block.insert_before_terminator(Op(CONST, [], p.type, {"value": 0},
-                                                     loc=loc))
+            rewriter.position_before_terminator(block)
+            zero = rewriter.op(CONST, [], p.type, {"value": 0})
             successor.args = [*successor.args, zero]
-    offset = Op(MUL, [iteration, step], p.type, loc=loc)
-    current = Op(ADD, [start, offset], p.type, loc=loc)
-    for position, made in enumerate((offset, current)):
-        made.block = header
-        header.ops.insert(position, made)
-    for op in function.ops():
-        if op is not current:
-            op.map_operands({p: current})
+    rewriter.position_before(header.ops[0])
+    offset = rewriter.op(MUL, [iteration, step], p.type)
+    current = rewriter.op(ADD, [start, offset], p.type)
+    rewriter.replace_all_uses(p, current)
     remove_dead_code(function)  # the counter `p` itself, now that nothing reads it

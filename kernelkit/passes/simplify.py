@@ -10,7 +10,7 @@ from ..ir.definitions import BR, CAST, CBR, CONST, EXTRACT, SELECT, TUPLE, Trait
 from ..ir.fold import fold
 from ..ir.function import Function, Module
 from ..ir.ops import Op, Successor, constant_value, is_op
-from ..ir.rewriter import replace_values
+from ..ir.rewriter import Rewriter, replace_ops, replace_values
 from .pipeline import register
 
 
@@ -37,19 +37,12 @@ class Simplify:
 
 def fold_constants(function: Function) -> bool:
     mapping = {}
-    for block in function.blocks:
-        for position, op in enumerate(block.ops):
-            op.map_operands(mapping)
-            replacement = _simplified(op)
-            if replacement is not None:
-                if isinstance(replacement, Op) and replacement.block is None:
-                    replacement.block = block
-                    block.ops[position] = replacement
-                mapping[op] = replacement
-    if mapping:
-        replace_values(function, mapping)
-        for block in function.blocks:
-            block.ops = [op for op in block.ops if op not in mapping or mapping[op] is op]
+    for op in function.ops():
+        op.map_operands(mapping)   # a later operation sees what earlier ones fold to
+        replacement = _simplified(op)
+        if replacement is not None:
+            mapping[op] = replacement
+    replace_ops(function, mapping)
     return bool(mapping)
 
 
@@ -86,10 +79,8 @@ def fold_branches(function: Function) -> bool:
                 continue
             condition = True
         taken = terminator.successors[0 if condition else 1]
-        replacement = Op(BR, [], successors=[Successor(taken.block, list(taken.args))],
-                         loc=terminator.loc)
-        replacement.block = block
-        block.ops[-1] = replacement
+        Rewriter(function).replace_op(terminator, Op(
+            BR, [], successors=[Successor(taken.block, list(taken.args))], loc=terminator.loc))
         changed = True
     return changed
 
@@ -159,6 +150,7 @@ def speculate_short_branches(function: Function, limit: int) -> bool:
     so computing them on both paths changes nothing but time."""
     predecessors = function.predecessors()
     removed: set = set()
+    rewriter = Rewriter(function)
     for block in list(function.blocks):
         branch = block.terminator
         if block in removed or branch is None or branch.definition is not CBR:
@@ -174,11 +166,10 @@ def speculate_short_branches(function: Function, limit: int) -> bool:
                     any(not op.is_pure or op.has(Trait.EXPENSIVE) for op in body.ops[:-1])):
                 continue
             condition = branch.operands[0]
-            position = len(block.ops) - 1
+            rewriter.position_before(branch)
+            rewriter.loc = branch.loc
             for op in body.ops[:-1]:
-                op.block = block
-                block.ops.insert(position, op)
-                position += 1
+                rewriter.insert(op)
             arguments = []
             for taken, not_taken in zip(jump.successors[0].args, other.args):
                 if taken is not_taken:
@@ -188,15 +179,10 @@ def speculate_short_branches(function: Function, limit: int) -> bool:
                     pair = [not_taken, taken]
                 else:
                     pair = [taken, not_taken]
-                select = Op(SELECT, [condition, *pair], taken.type, loc=branch.loc)
-                select.block = block
-                block.ops.insert(position, select)
-                position += 1
-                arguments.append(select)
-            replacement = Op(BR, [], successors=[Successor(other.block, arguments)],
-                             loc=branch.loc)
-            replacement.block = block
-            block.ops[-1] = replacement
+                arguments.append(rewriter.op(SELECT, [condition, *pair], taken.type))
+            rewriter.replace_op(branch, Op(BR, [], successors=[Successor(other.block,
+                                                                          arguments)],
+                                           loc=branch.loc))
             removed.add(body)
             # The join's predecessors changed: it is not taken as a short branch until
             # the next sweep sees them.
