@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 class Trait(enum.Enum):
     """Facts about a kind of operation that passes ask."""
 
+    # Members are singletons: hashing by identity (in C) keeps trait lookups, which
+    # passes make for every operation, as cheap as a set membership can be.
+    __hash__ = object.__hash__
+
     TERMINATOR = enum.auto()      # ends a block
     CONSTANT = enum.auto()        # a compile-time value (attrs['value'])
     ARITHMETIC = enum.auto()      # a binary operation on two numbers
@@ -86,23 +90,21 @@ class OpDefinition:
     fold: FoldHook | None = None
     # The member of a family (a math function's entry; an atomic's operation).
     member: object = field(default=None)
+    # Derived from the effects and traits (asked for every operation by most passes).
+    is_terminator: bool = field(init=False)
+    # No effects: removable when unused, and two with equal operands are equal.
+    is_pure: bool = field(init=False)
+    # Pure, or only reading memory (an unused load can go, but not merge with another:
+    # a store or barrier between two loads changes what they read).
+    removable_when_unused: bool = field(init=False)
 
-    @property
-    def is_pure(self) -> bool:
-        """No effects: removable when unused, and two with equal operands are equal."""
-        return self.effects.none and Trait.TERMINATOR not in self.traits
-
-    @property
-    def is_terminator(self) -> bool:
-        return Trait.TERMINATOR in self.traits
-
-    @property
-    def removable_when_unused(self) -> bool:
-        """Pure, or only reading memory (an unused load can go, but not merge with
-        another: a store or barrier between two loads changes what they read)."""
-        effects = self.effects
-        return not (effects.writes or effects.barrier or effects.allocates or effects.unknown
-                    or Trait.TERMINATOR in self.traits)
+    def __post_init__(self):
+        effects, terminator = self.effects, Trait.TERMINATOR in self.traits
+        object.__setattr__(self, "is_terminator", terminator)
+        object.__setattr__(self, "is_pure", effects.none and not terminator)
+        object.__setattr__(self, "removable_when_unused", not (
+            effects.writes or effects.barrier or effects.allocates or effects.unknown
+            or terminator))
 
     def has(self, trait: Trait) -> bool:
         return trait in self.traits
