@@ -3,7 +3,7 @@ used after it), which a target running work-items one after another must keep pe
 import numpy as np
 
 import kernelkit as kk
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.function import Function

@@ -3,7 +3,7 @@ every work-item until all are done (a `barrier_any` vote decides), so that it be
 loop all work-items run alike; loops with another per-item way out, or under a per-item
 branch, are left alone."""
 import kernelkit as kk
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.passes import run_passes
 from kernelkit.passes.uniformity import divergent_region, varying_values
