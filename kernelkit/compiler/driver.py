@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CompileError
-from ..frontend.translate import resolve_deferred, translate_kernel
+from ..frontend.specialize import resolve_deferred, translate_kernel
 from ..ir.definitions import CALL_REF, DEFERRED, PRINT
 from ..ir.function import Module
 from ..ir.ops import Location

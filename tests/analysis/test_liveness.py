@@ -5,7 +5,7 @@ import numpy as np
 
 import kernelkit as kk
 from kernelkit.analysis.liveness import live_across_barriers, live_out, live_sets
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.function import Function

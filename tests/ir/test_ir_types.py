@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 
 NAMED_TYPES = [

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
-from kernelkit.frontend.translate import resolve_deferred, translate_kernel
+from kernelkit.frontend.specialize import resolve_deferred, translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.ir.printer import print_module
 

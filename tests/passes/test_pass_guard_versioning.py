@@ -3,7 +3,7 @@ arithmetic (`if i < n:`, `if i >= n: return`) gets a second version, `<kernel>.i
 where the guard is an `assume` and the loop is uniform (so loop-barriers turns it inside
 out); guards on loaded values, and kernels without such loops, get none."""
 import kernelkit as kk
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.passes import run_passes
 

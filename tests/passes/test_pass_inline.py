@@ -1,7 +1,7 @@
 """Inline: every device-function call is replaced by the callee's body, and the module is
 left with the kernel alone."""
 import kernelkit as kk
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.function import Function, Module

@@ -3,7 +3,7 @@ run alike and that does per-item work; none for loops with a per-item condition 
 loops under a per-item branch, short constant loops, or loops without per-item work.
 split-barriers then keeps the header as the place a region starts."""
 import kernelkit as kk
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.passes import run_passes
 

@@ -4,7 +4,7 @@ loop all work-items run alike; loops with another per-item way out, or under a p
 branch, are left alone."""
 import kernelkit as kk
 from kernelkit.analysis.uniformity import divergent_region, varying_values
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.passes import run_passes
 

@@ -2,7 +2,7 @@
 into jumps, drops unreachable blocks, forwards block parameters that always receive the
 same value, and merges a block into its only predecessor."""
 import kernelkit as kk
-from kernelkit.frontend.translate import translate_kernel
+from kernelkit.frontend.specialize import translate_kernel
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.function import Function, Module

@@ -1,0 +1,111 @@
+"""Calls: to the language's functions (the `intrinsics` table), to device functions
+(each translated once per argument types), to plugins' markers, and through function
+references made by `kk.deferred`.
+
+`Calls` is mixed into `translate.FunctionTranslator`; a callee is translated through
+`specialize.translate_function`, with the shared `TranslationContext`."""
+from __future__ import annotations
+
+import ast
+import types as pytypes
+
+from ..ir import types as T
+from ..ir.function import Module
+from ..ir.ops import Value
+from ..lang.markers import Marker
+from .intrinsics import lookup_intrinsic
+from .source import describe
+from .specialize import TranslationContext, translate_function
+from .values import PyConst
+
+
+class Calls:
+    def expr_Call(self, node: ast.Call):
+        function = self.expr(node.func)
+        if isinstance(function, Value) and isinstance(function.type, T.FunctionRefType):
+            return self.call_reference(function, node)
+        if not isinstance(function, PyConst):
+            raise self.error(f"a {self.type_name(function)} is not callable", node)
+        handler = lookup_intrinsic(function.value)
+        if handler is not None:
+            return handler(self, node)
+        target = function.value
+        if isinstance(target, pytypes.FunctionType):
+            return self.call_device_function(target, node)
+        if isinstance(target, Marker):
+            return self.call_marker(target, node)
+        if getattr(target, "__kernelkit_kernel__", False):
+            raise self.error("a kernel cannot be called from a kernel", node,
+                             hint="move the shared code into a plain function and call that")
+        raise self.error(f"{describe(node.func)} cannot be called in kernels", node)
+
+    def call_marker(self, marker: Marker, node: ast.Call) -> Value:
+        """A plugin's marker: an `intrinsic` operation the plugin rewrites."""
+        if node.keywords:
+            raise self.error(f"'{marker.name}' takes no keyword arguments", node)
+        args = [self.expr(argument) for argument in node.args]
+        for value, argument in zip(args, node.args):
+            if isinstance(value, PyConst):
+                raise self.error(f"'{marker.name}' takes numbers and arrays, got "
+                                 f"{self.type_name(value)}", argument)
+        result = marker.result_type(tuple(a.type for a in args))
+        return self.builder.op("intrinsic", args, result, {"name": marker.name})
+
+    def defer(self, target, argtypes: tuple, node) -> Value:
+        """A `deferred` reference to `target` compiled for `argtypes`. Its result type is
+        found by translating `target` on the side now; the driver translates it into the
+        module after typing (`resolve_deferred`)."""
+        key = (target, argtypes)
+        module = self.context.module
+        name = next((n for n, request in module.deferred.items() if request == key), None)
+        if name is None:
+            name = f"{target.__qualname__}.deferred{len(module.deferred)}".replace(
+                "<locals>.", "")
+            module.deferred[name] = key
+        if target in self.context.stack:
+            chain = " -> ".join(f.__name__ for f in self.context.stack + [target])
+            raise self.error(f"recursion is not supported: {chain}", node)
+        scratch = TranslationContext(Module(), self.context.kernel_name,
+                                     self.context.workgroupsize,
+                                     stack=self.context.stack + [target])
+        result = translate_function(scratch, target, list(argtypes), is_kernel=False,
+                                    name=name).return_type
+        reference = T.FunctionRefType(argtypes, result)
+        return self.builder.op("deferred", [], reference,
+                               {"function": name, "argtypes": argtypes})
+
+    def call_reference(self, reference: Value, node: ast.Call) -> Value:
+        if node.keywords:
+            raise self.error("keyword arguments are not supported in calls", node)
+        args = [self.expr(a) for a in node.args]
+        types = tuple(None if isinstance(a, PyConst) else a.type for a in args)
+        if types != reference.type.params:
+            expected = ", ".join(t.name for t in reference.type.params)
+            got = ", ".join("a Python object" if t is None else t.name for t in types)
+            raise self.error(f"this function reference takes ({expected}), got ({got})", node,
+                             hint="call it with arguments of the types given to kk.deferred")
+        return self.builder.op("call_ref", [reference, *args], reference.type.result)
+
+    def call_device_function(self, target, node: ast.Call) -> Value:
+        if node.keywords:
+            raise self.error("keyword arguments are not supported in device function calls", node)
+        args = [self.expr(a) for a in node.args]
+        key = (target, tuple(a if isinstance(a, PyConst) else a.type for a in args))
+        if target in self.context.stack:
+            chain = " -> ".join(f.__name__ for f in self.context.stack + [target])
+            raise self.error(f"recursion is not supported: {chain}", node,
+                             hint="rewrite the recursion as a loop")
+        callee = self.context.specializations.get(key)
+        if callee is None:
+            name = f"{target.__qualname__}.{len(self.context.specializations)}".replace(
+                "<locals>.", "")
+            signature = [a if isinstance(a, PyConst) else a.type for a in args]
+            self.context.stack.append(target)
+            try:
+                callee = translate_function(self.context, target, signature, is_kernel=False,
+                                            name=name)
+            finally:
+                self.context.stack.pop()
+            self.context.specializations[key] = callee
+        operands = [a for a in args if not isinstance(a, PyConst)]
+        return self.builder.op("call", operands, callee.return_type, {"callee": callee.name})
