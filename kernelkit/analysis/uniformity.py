@@ -30,9 +30,10 @@ def varying_values(function: Function, assumed: frozenset = frozenset()) -> set[
         changed = False
         for block in function.blocks:
             for op in block.ops:
-                if op in varying or op.has(Trait.GROUP_UNIFORM):
+                traits = op.definition.traits
+                if op in varying or Trait.GROUP_UNIFORM in traits:
                     continue
-                if op.has(Trait.PER_WORK_ITEM) or any(v in varying for v in op.operands):
+                if Trait.PER_WORK_ITEM in traits or any(v in varying for v in op.operands):
                     varying.add(op)
                     changed = True
         for param, edges in incoming.items():
