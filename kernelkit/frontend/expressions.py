@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
 import functools
 from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import CompileError
 from ..ir import types as T
 from ..ir.builder import TypingError
 from ..ir.definitions import OpDefinition
@@ -240,12 +240,9 @@ class Expressions:
 
     # -- typed building blocks: the builder's rules, errors at the source line ------------
 
-    @contextlib.contextmanager
-    def typing_rules(self, node=None):
-        try:
-            yield
-        except TypingError as error:
-            raise self.error(str(error), node, hint=error.hint) from None
+    def typing_error(self, error: TypingError, node=None) -> CompileError:
+        """A rule of the typed builder the kernel broke, at its source line."""
+        return self.error(str(error), node, hint=error.hint)
 
     def constant(self, value, type: T.ScalarType) -> Value:
         return self.builder.constant(value, type)
@@ -255,8 +252,10 @@ class Expressions:
         return self.builder.emit(kind, operands, type, attrs)
 
     def cast(self, value: Value, type: T.IRType) -> Value:
-        with self.typing_rules():
+        try:
             return self.builder.cast(value, type)
+        except TypingError as error:
+            raise self.typing_error(error) from None
 
     def truth(self, value, node) -> Value:
         if isinstance(value, PyConst):
@@ -267,8 +266,10 @@ class Expressions:
     def binary(self, op: str, left, right, node) -> Value:
         self.require_scalar(left, node)
         self.require_scalar(right, node)
-        with self.typing_rules(node):
+        try:
             return self.builder.binary(op, left, right)
+        except TypingError as error:
+            raise self.typing_error(error, node) from None
 
     def compare(self, op: str, left, right, node) -> Value:
         self.require_scalar(left, node)
