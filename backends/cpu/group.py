@@ -15,25 +15,24 @@ Values live across a barrier are kept in slots: one per work-item for values tha
 between work-items, one per group for uniform ones. Work-items run one after another, so
 a uniform slot is read from its `current` copy and written to its `next` copy, which
 becomes current when the region ends. Cheap pure values (index arithmetic) are computed
-again where they are used instead of being kept."""
+again where they are used instead of being kept. Which values those are, and how a
+work-item's code in one region is lowered, is `regions.py`'s."""
 from __future__ import annotations
 
 from llvmlite import ir
 
-from kernelkit.analysis.liveness import live_across_barriers
-from kernelkit.analysis.regions import (ends_with_barrier, region_dominance, region_order,
-                                        region_starts, region_successors)
-from kernelkit.analysis.uniformity import varying_values
-from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
-                                         LaunchRecord, i1, i8, i32, i64, llvm_type,
-                                         memory_type, printf_arguments, ptr)
-from kernelkit.ir import types as T
-from kernelkit.ir.definitions import (ARITHMETIC, ASSUME, BARRIER_ANY, BR, CBR, CONST, DEFERRED,
-                                      GROUP_ID, LOCAL_ID, LOCALMEM, PRIVATE, RET, Trait)
-from kernelkit.ir.ops import Op, is_op
+from kernelkit.analysis.regions import ends_with_barrier
+from kernelkit.compiler.launch_record import EntryPointBuilder, LaunchRecord
+from kernelkit.compiler.llvm_types import ArrayValue, i1, i8, i32, i64, llvm_type, memory_type, ptr
+from kernelkit.compiler.lowering import BodyLowering
+from kernelkit.compiler.printf import printf_arguments
+from kernelkit.ir.definitions import (ASSUME, BARRIER_ANY, BR, CBR, GROUP_ID, LOCAL_ID, PRIVATE,
+                                      RET, Trait)
+from kernelkit.ir.ops import Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 
 from .libc import cpu_math
+from .regions import RegionLowering, RegionPlan
 
 FINISHED = -1
 """The region number that ends a group."""
@@ -41,91 +40,6 @@ FINISHED = -1
 PREFIX_BLOCKS = 16
 """At most this many blocks of a region's uniform control flow run once per group (each
 branch there copies the code after it)."""
-
-
-
-def _recomputed(op: Op) -> bool:
-    """Cheap to compute again where its operands are at hand: pure operations but pow
-    and math functions, and local memory (the group's one array)."""
-    kind = op.definition
-    return kind is LOCALMEM or kind.is_pure and kind not in (ARITHMETIC["pow"], DEFERRED) \
-        and not kind.has(Trait.MATH)
-
-
-class RegionPlan:
-    """How a kernel with barriers is cut into regions, and what is kept across them."""
-
-    def __init__(self, function):
-        self.starts = region_starts(function)
-        self.number = {block: index for index, block in enumerate(self.starts)}
-        self.blocks = {start: region_order(start) for start in self.starts}
-        self.cyclic = {start: cyclic_blocks(blocks) for start, blocks in self.blocks.items()}
-        # A value that a work-item may define in a region and then read, around a cycle of
-        # the region, where that definition is not the one that reaches (see
-        # region_dominance), is kept per work-item and read from its slot there: not
-        # recomputed (what it is made of may have changed since), not uniform (a
-        # uniform slot is read as it was when the region began).
-        self.reread = frozenset().union(*(reread_values(blocks)
-                                          for blocks in self.blocks.values()))
-        self.varying = varying_values(function, self.reread)
-        self.recomputed = recomputable_values(function, self.varying)
-        # What crosses a barrier is kept, or recomputed after it from what it is made of
-        # (which then crosses in its place).
-        self.kept = set()
-        crossing, seen = [*live_across_barriers(function), *self.reread], set()
-        while crossing:
-            value = crossing.pop()
-            if value in seen:
-                continue
-            seen.add(value)
-            if value in self.recomputed and value not in self.reread:
-                crossing.extend(value.operands)
-            elif _needs_slot(value, function):
-                self.kept.add(value)
-        self.uniform = {v for v in self.kept if v not in self.varying}
-
-    def written_uniform(self, start) -> list:
-        """The uniform kept values a region may write, in a fixed order."""
-        written = []
-        for block in self.blocks[start]:
-            candidates = list(block.params) if block is not start else []
-            candidates += block.ops
-            if ends_with_barrier(block):
-                candidates += block.successors[0].params
-            written += [v for v in candidates if v in self.uniform]
-        return written
-
-    def runs_once(self, op: Op) -> bool:
-        """Whether a group may compute `op` once for all its work-items."""
-        return op.is_pure and op not in self.varying
-
-
-def reread_values(order: list) -> set:
-    """The values a region (its blocks in `order`) defines and reads in a block that its
-    definition reaches but does not dominate."""
-    dominated = region_dominance(order)
-    reached: dict = {}
-    reread = set()
-    for block in order:
-        for op in block.ops:
-            for value in [*op.operands, *(a for s in op.successors for a in s.args)]:
-                if dominated(value, block):
-                    continue
-                if value.block not in reached:
-                    reached[value.block] = _reachable_within_region(value.block)
-                if block in reached[value.block]:
-                    reread.add(value)
-    return reread
-
-
-def _reachable_within_region(block) -> set:
-    seen, stack = set(), list(region_successors(block))
-    while stack:
-        current = stack.pop()
-        if current not in seen:
-            seen.add(current)
-            stack.extend(region_successors(current))
-    return seen
 
 
 def _redefines(block, values: list) -> bool:
@@ -143,52 +57,6 @@ def _redefines(block, values: list) -> bool:
         if isinstance(value, Op) and value.is_pure:
             stack.extend(value.operands)
     return False
-
-
-def cyclic_blocks(blocks: list) -> set:
-    """The blocks that can reach themselves without passing a barrier."""
-    cyclic = set()
-    for block in blocks:
-        stack, seen = list(region_successors(block)), set()
-        while stack:
-            current = stack.pop()
-            if current is block:
-                cyclic.add(block)
-                break
-            if current not in seen:
-                seen.add(current)
-                stack.extend(region_successors(current))
-    return cyclic
-
-
-def recomputable_values(function, varying: set) -> set:
-    """Pure cheap operations computed from kernel arguments, constants, geometry and
-    uniform values (one scalar each to keep, where a varying result would need a slot per
-    work-item, and where an index computed again stays visibly affine in the work-item,
-    so its loads stay contiguous). Computing one again after a barrier gives its value:
-    what it is made of is read as it was when it was computed, since an SSA value's
-    definition comes before every use of it."""
-    params = set(function.params)
-    result: set = set()
-    changed = True
-    while changed:
-        changed = False
-        for op in function.ops():
-            if op not in result and _recomputed(op) and \
-                    all(v in params or v in result or v not in varying for v in op.operands):
-                result.add(op)
-                changed = True
-    return result
-
-
-def _needs_slot(value, function) -> bool:
-    """Kernel arguments, geometry and allocations are available everywhere already."""
-    if is_op(value, CONST) or isinstance(value, Op) and (
-            value.has(Trait.POSITION) or value.has(Trait.ALLOCATION)):
-        return False
-    if value in function.params:
-        return False
-    return not isinstance(value.type, T.ArrayType)
 
 
 class KernelVersion:
@@ -457,9 +325,12 @@ class GroupFunctionBuilder(EntryPointBuilder):
             flat = builder.add(builder.mul(flat, ir.Constant(i64, self.sizes[axis])),
                                self.local[axis])
         self.flat_item = flat
-        lowering = BodyLowering(self, self.function, self.llvm_function, values)
-        lowering.lower(builder, start, region_exit=self.leave_region if self.has_barrier else None,
-                       start_args=start_args, bindings=bindings)
+        if self.has_barrier:
+            lowering = RegionLowering(self, self.function, self.llvm_function, values,
+                                      self.leave_region)
+        else:
+            lowering = BodyLowering(self, self.function, self.llvm_function, values)
+        lowering.lower(builder, start, start_args=start_args, bindings=bindings)
 
     # -- regions --------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ argument it finds to be constant with its own, more exact, arithmetic, and the s
 kernel would give a result an ulp away from what it computes at run time."""
 from __future__ import annotations
 
-from kernelkit.compiler.lowering import call_intrinsic, call_math_function, lower_math
+from kernelkit.compiler.math_lowering import call_intrinsic, call_math_function, lower_math
 from kernelkit.ir import types as T
 from kernelkit.ir.math_functions import MATH_FUNCTIONS
 

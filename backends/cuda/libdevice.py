@@ -9,7 +9,7 @@ import functools
 
 from llvmlite import binding as llvm
 
-from kernelkit.compiler.lowering import call_intrinsic, call_math_function, lower_math
+from kernelkit.compiler.math_lowering import call_intrinsic, call_math_function, lower_math
 from kernelkit.errors import BackendError
 from kernelkit.ir import types as T
 from kernelkit.ir.math_functions import MATH_FUNCTIONS

@@ -31,9 +31,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from kernelkit.analysis.loops import natural_loops
-from kernelkit.compiler.lowering import (ArrayValue, BodyLowering, EntryPointBuilder,
-                                         LaunchRecord, i8, i32, i64, memory_type,
-                                         printf_arguments, ptr)
+from kernelkit.compiler.launch_record import EntryPointBuilder, LaunchRecord
+from kernelkit.compiler.llvm_types import ArrayValue, i8, i32, i64, memory_type, ptr
+from kernelkit.compiler.lowering import BodyLowering
+from kernelkit.compiler.printf import printf_arguments
 from kernelkit.ir.definitions import GROUP_ID, LOCAL_ID, LOCALMEM, Trait
 
 from .libdevice import device_math

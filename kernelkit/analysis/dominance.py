@@ -8,6 +8,25 @@ from __future__ import annotations
 from ..ir.function import Block, Function
 
 
+def reverse_post_order(root, successors) -> list:
+    """The nodes reachable from `root` (through `successors(node)`), in reverse post-order:
+    each node before those it dominates."""
+    seen, order = {root}, []
+    stack = [(root, iter(successors(root)))]
+    while stack:
+        node, following = stack[-1]
+        for successor in following:
+            if successor not in seen:
+                seen.add(successor)
+                stack.append((successor, iter(successors(successor))))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    order.reverse()
+    return order
+
+
 def immediate_dominators(order: list, predecessors: dict) -> dict:
     """`order`: the nodes in reverse post-order from the root (order[0]); returns each
     reachable node's immediate dominator (the root's is itself)."""

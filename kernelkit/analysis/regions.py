@@ -10,7 +10,7 @@ from typing import Callable
 from ..ir.definitions import BR, Trait
 from ..ir.function import Block, Function
 from ..ir.ops import Value
-from .dominance import dominates, immediate_dominators
+from .dominance import dominates, immediate_dominators, reverse_post_order
 
 
 def ends_with_barrier(block: Block) -> bool:
@@ -30,23 +30,10 @@ def region_successors(block: Block) -> list[Block]:
     return [] if ends_with_barrier(block) else block.successors
 
 
-def region_order(start: Block, successors=region_successors) -> list[Block]:
+def region_order(start: Block) -> list[Block]:
     """The blocks of the region beginning at `start` (reachable from it without passing a
     barrier), in reverse post-order: definitions come before the uses they dominate."""
-    seen, order = {start}, []
-    stack = [(start, iter(successors(start)))]
-    while stack:
-        block, following = stack[-1]
-        for successor in following:
-            if successor not in seen:
-                seen.add(successor)
-                stack.append((successor, iter(successors(successor))))
-                break
-        else:
-            stack.pop()
-            order.append(block)
-    order.reverse()
-    return order
+    return reverse_post_order(start, region_successors)
 
 
 def region_dominance(order: list[Block]) -> Callable[[Value, Block | None], bool]:

@@ -31,7 +31,7 @@ class Target:
       kernel (`ir_module.kernel`; its calling convention and how work-items map to
       hardware) around the body,
       which `kernelkit.compiler.lowering.BodyLowering` lowers through a target's
-      `KernelEnvironment`.
+      `KernelEnvironment` (`kernelkit.compiler.environment`).
     - `link_libraries(llvm_module, job)`: link the libraries the module calls into it.
     - `optimize(llvm_module, job)`: run the LLVM pipeline (tuned by
       `pipeline_options(opt_level)`).

@@ -1,5 +1,5 @@
 """The error record a kernel compiled with bounds checks fills when an access is out of
-bounds (see `kernelkit.compiler.lowering.record_out_of_bounds`), and the error a backend
+bounds (see `kernelkit.compiler.launch_record.record_out_of_bounds`), and the error a backend
 raises from it."""
 from __future__ import annotations
 

@@ -694,7 +694,7 @@ def indices_of_every_kind(out, a: kk.Const, n):
 
 
 def test_only_indices_that_may_be_negative_are_wrapped():
-    from kernelkit.compiler.lowering import NonNegative
+    from kernelkit.analysis.bounds import NonNegative
     from kernelkit.frontend.specialize import translate_kernel
     from kernelkit.ir import types as T
 

@@ -1,0 +1,69 @@
+"""The environment contract: what the body lowering (`kernelkit.compiler.lowering`) asks
+of the target for everything that depends on the hardware. A target's code generator
+implements it (see `backends/cpu/group.py` and `backends/cuda/thread.py`), next to the
+`Target` hooks (`kernelkit.compiler.target`) that the driver calls."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir import types as T
+from ..ir.definitions import OpDefinition
+from ..ir.ops import BlockParam, Op, Value
+from .llvm_types import ArrayValue
+
+
+class KernelEnvironment:
+    """What the target tells the body lowering. See `backends/cpu` and `backends/cuda`."""
+
+    debug: bool = False
+
+    def argument(self, index: int, param: BlockParam):
+        """The value (or `ArrayValue`) of kernel argument `index`."""
+        raise NotImplementedError
+
+    def geometry(self, builder: ir.IRBuilder, position: OpDefinition, axis: int) -> ir.Value:
+        """The work-item's `position` (LOCAL_ID, GROUP_ID or NDRANGE) along `axis`."""
+        raise NotImplementedError
+
+    def allocation(self, builder: ir.IRBuilder, op: Op) -> ArrayValue:
+        raise NotImplementedError
+
+    def barrier(self, builder: ir.IRBuilder, after: ir.Block) -> None:
+        """Emit a work-group barrier; execution continues at `after`."""
+        raise NotImplementedError
+
+    def barrier_any(self, builder: ir.IRBuilder, op: Op, condition: ir.Value):
+        """A work-group barrier after which every work-item knows whether `condition`
+        held for any of them: the result (an i1), or None where the target gives it to
+        the code after the barrier another way."""
+        raise NotImplementedError
+
+    def kernel_return(self, builder: ir.IRBuilder) -> None:
+        raise NotImplementedError
+
+    def out_of_bounds(self, builder: ir.IRBuilder, loc, axis: int, indices: list[ir.Value],
+                      shape: list[ir.Value]) -> None:
+        """Report an out-of-bounds access (`indices[axis]` is outside `shape[axis]`) and
+        end the block."""
+        raise NotImplementedError
+
+    def print(self, builder: ir.IRBuilder, format: str, values: list[tuple[ir.Value, T.ScalarType]]):
+        raise NotImplementedError
+
+    def math(self, builder: ir.IRBuilder, name: str, args: list[ir.Value], type: T.ScalarType):
+        raise NotImplementedError
+
+    def array_access(self, instruction: ir.Instruction) -> None:
+        """Called with every load and store of array elements (e.g. to attach metadata)."""
+
+    def is_demoted(self, value: Value) -> bool:
+        return False
+
+    def store_demoted(self, builder: ir.IRBuilder, value: Value, llvm_value: ir.Value) -> None:
+        raise NotImplementedError
+
+    def load_demoted(self, builder: ir.IRBuilder, value: Value) -> ir.Value:
+        raise NotImplementedError
+
+    def address_space(self, array: T.ArrayType) -> int:
+        return 0

@@ -1,0 +1,68 @@
+"""Kernel math in LLVM: what every target lowers alike (`lower_math`: float16 through
+float32, isnan/isinf/isfinite, fmin/fmax), and declaring and calling LLVM intrinsics
+(`call_intrinsic`) and library functions (`call_math_function`). Which library a target
+calls for the rest (the C library, libdevice) is the target's."""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir import types as T
+from .llvm_types import i1, llvm_type
+
+
+def lower_math(builder: ir.IRBuilder, name: str, args: list, type: T.ScalarType, library):
+    """Math every target lowers alike (float16 through float32, isnan/isinf/isfinite,
+    fmin/fmax); `library(builder, name, args, type)` lowers the rest."""
+    if type.bits == 16:
+        single = ir.FloatType()
+        widened = [builder.fpext(a, single) for a in args]
+        result = lower_math(builder, name, widened, T.float32, library)
+        return result if result.type == i1 else builder.fptrunc(result, llvm_type(type))
+    x = args[0]
+    if name == "isnan":
+        return builder.fcmp_unordered("uno", x, x)
+    if name in ("isinf", "isfinite"):
+        magnitude = call_intrinsic(builder, "llvm.fabs", [x])
+        infinity = ir.Constant(x.type, float("inf"))
+        return builder.fcmp_ordered("==" if name == "isinf" else "<", magnitude, infinity)
+    if name in ("fmin", "fmax"):
+        # NumPy's rule, with no choice left open between +0.0 and -0.0 (LLVM's minnum
+        # leaves it, so the folded and the computed result could differ): the first
+        # argument unless the second is smaller (larger) or the first is NaN.
+        first, second = args
+        keeps = builder.fcmp_ordered("<=" if name == "fmin" else ">=", first, second)
+        keeps = builder.or_(keeps, builder.fcmp_unordered("uno", second, second))
+        return builder.select(keeps, first, second)
+    return library(builder, name, args, type)
+
+
+def call_math_function(builder: ir.IRBuilder, symbol: str, args: list) -> ir.Value:
+    """Call `symbol(args...)`, declaring it (all arguments and the result of one type)."""
+    function = builder.module.globals.get(symbol)
+    if function is None:
+        type = args[0].type
+        function = ir.Function(builder.module, ir.FunctionType(type, [type] * len(args)), symbol)
+    return builder.call(function, args)
+
+
+def call_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
+                   return_type: ir.Type | None = None) -> ir.Value:
+    """Call the LLVM intrinsic `name`, overloaded on the result's type (where
+    `return_type` is given) and the first argument's, declaring it once per module."""
+    module = builder.module
+    types = [a.type for a in args]
+    suffix_types = ([return_type] if return_type is not None else []) + [types[0]]
+    full_name = name + "".join("." + _mangle(t) for t in suffix_types)
+    function = module.globals.get(full_name)
+    if function is None:
+        function_type = ir.FunctionType(return_type or types[0], types)
+        function = ir.Function(module, function_type, full_name)
+    return builder.call(function, args)
+
+
+def _mangle(type: ir.Type) -> str:
+    if isinstance(type, ir.IntType):
+        return f"i{type.width}"
+    if isinstance(type, ir.VectorType):
+        return f"v{type.count}{_mangle(type.element)}"
+    return {"half": "f16", "float": "f32", "double": "f64"}[str(type)]
