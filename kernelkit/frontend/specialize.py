@@ -67,13 +67,9 @@ def resolve_deferred(module: Module, workgroupsize: tuple[int, ...]) -> None:
 
 def translate_function(context: TranslationContext, pyfunc, args: list, *, is_kernel: bool,
                        name: str) -> Function:
-    # Imported here: the translator calls back into this module for every device function
-    # it specializes.
-    from .translate import FunctionTranslator
-
     hints = TypeHints()
     for _ in range(MAX_RETYPES):
-        translator = FunctionTranslator(context, pyfunc, args, is_kernel, name, hints)
+        translator = translate.FunctionTranslator(context, pyfunc, args, is_kernel, name, hints)
         try:
             function = translator.translate()
         except Retype:
@@ -82,3 +78,9 @@ def translate_function(context: TranslationContext, pyfunc, args: list, *, is_ke
         return function
     raise CompileError("the types of the variables do not settle", kernel=context.kernel_name,
                        function=pyfunc.__name__)
+
+
+# Last: the translator calls back into this module (for every device function it
+# specializes), so it is imported once the names above exist, whichever module a
+# program imports first.
+from . import translate  # noqa: E402
