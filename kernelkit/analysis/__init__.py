@@ -12,8 +12,8 @@ from .regions import (ends_with_barrier, region_dominance, region_order, region_
                       region_successors)
 from .uniformity import branch_region, divergent_region, varying_values
 
-__all__ = ["NonNegative", "reverse_post_order", "block_dominators", "dominates", "dominator_tree", "immediate_dominators",
-           "post_dominators", "live_across_barriers", "live_out", "live_sets",
+__all__ = ["NonNegative", "reverse_post_order", "block_dominators", "dominates",
+           "dominator_tree", "immediate_dominators", "post_dominators", "live_across_barriers", "live_out", "live_sets",
            "CountedLoop", "InductionVariable", "counted_loop", "induction_variable",
            "natural_loops", "ends_with_barrier", "region_dominance", "region_order",
            "region_starts", "region_successors", "branch_region", "divergent_region",

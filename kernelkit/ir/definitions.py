@@ -312,7 +312,8 @@ ADD, SUB, MUL = ARITHMETIC["add"], ARITHMETIC["sub"], ARITHMETIC["mul"]
 
 COMPARISONS: dict[str, OpDefinition] = {
     name: define(name, ("lhs", "rhs"), boolean,
-                 traits=(Trait.COMPARISON,) + ((Trait.COMMUTATIVE,) if name in ("eq", "ne") else ()),
+                 traits=(Trait.COMPARISON,)
+                 + ((Trait.COMMUTATIVE,) if name in ("eq", "ne") else ()),
                  verify=_all_of(_scalar_operands, _same_operand_types),
                  fold=evaluate.binary(name))
     for name in ("eq", "ne", "lt", "le", "gt", "ge")}

@@ -145,9 +145,10 @@ def merge_blocks(function: Function) -> bool:
 def speculate_short_branches(function: Function, limit: int) -> bool:
     """`P: cbr c, T(), J(a...)`, `T: <cheap pure ops>; br J(b...)` with P the only way
     into T and at most `limit` operations in T becomes `P: <T's ops>; br J(select(c, b,
-    a)...)` (either side of the branch): the short-circuit `and`/`or` of a condition turns into plain arithmetic, which the
-    uniformity analysis and the vectorizer can see through. Pure operations cannot fail,
-    so computing them on both paths changes nothing but time."""
+    a)...)` (either side of the branch): the short-circuit `and`/`or` of a condition
+    turns into plain arithmetic, which the uniformity analysis and the vectorizer can see
+    through. Pure operations cannot fail, so computing them on both paths changes
+    nothing but time."""
     predecessors = function.predecessors()
     removed: set = set()
     rewriter = Rewriter(function)
