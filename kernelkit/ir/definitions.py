@@ -80,7 +80,8 @@ FoldHook = Callable[[list, list[T.IRType], T.IRType], object]
 @dataclass(frozen=True, eq=False, slots=True)
 class OpDefinition:
     name: str
-    # Roles of the operands, in order; a role ending in '*' takes every remaining one.
+    # Roles of the operands, in order; one role ending in '*' takes as many operands as
+    # the others leave (the indices of an access).
     operands: tuple[str, ...] = ()
     result: ResultRule | None = None
     effects: Effects = NO_EFFECTS
@@ -110,11 +111,16 @@ class OpDefinition:
         return trait in self.traits
 
     def operand(self, op: Op, role: str):
-        """The operand of `op` that plays `role` (a role without '*')."""
-        return op.operands[self.operands.index(role)]
+        """The operand of `op` that plays `role` (a role without '*'): counted from the
+        start before the variadic role, from the end after it."""
+        position = self.operands.index(role)
+        variadic = next((i for i, r in enumerate(self.operands) if r.endswith("*")), None)
+        if variadic is not None and position > variadic:
+            return op.operands[position - len(self.operands)]
+        return op.operands[position]
 
     def arity_problem(self, count: int) -> str | None:
-        variadic = bool(self.operands) and self.operands[-1].endswith("*")
+        variadic = any(role.endswith("*") for role in self.operands)
         fixed = len(self.operands) - variadic
         if count == fixed or (variadic and count > fixed):
             return None
@@ -137,10 +143,6 @@ def define(name: str, operands: tuple[str, ...] = (), result: ResultRule | None 
                               verify, fold, member)
     DEFINITIONS[name] = definition
     return definition
-
-
-def definition_named(name: str) -> OpDefinition | None:
-    return DEFINITIONS.get(name)
 
 
 # -- result-type rules ----------------------------------------------------------------------
@@ -355,16 +357,17 @@ EXTRACT = define("extract", ("tuple",), element_of_tuple, attributes=("index",),
 
 LOAD = define("load", ("array", "indices*"), element_of_array,
               effects=Effects(reads=("array",)), verify=_array_access(0))
-STORE = define("store", ("array", "indices*"), nothing,
+STORE = define("store", ("array", "indices*", "value"), nothing,
                effects=Effects(writes=("array",)),
                verify=_all_of(_array_access(1), _writable_array))
 ATOMICS: dict[str, OpDefinition] = {
-    name: define(f"atomic.{name}", ("array", "indices*"), element_of_array,
+    name: define(f"atomic.{name}", ("array", "indices*", "value"), element_of_array,
                  effects=Effects(reads=("array",), writes=("array",)),
                  traits=(Trait.ATOMIC, Trait.PER_WORK_ITEM),
                  verify=_all_of(_array_access(1), _writable_array), member=name)
     for name in ("add", "sub", "min", "max", "and", "or", "xor", "exchange")}
-ATOMIC_CAS = define("atomic_cas", ("array", "indices*"), element_of_array,
+ATOMIC_CAS = define("atomic_cas", ("array", "indices*", "expected", "desired"),
+                    element_of_array,
                     effects=Effects(reads=("array",), writes=("array",)),
                     traits=(Trait.ATOMIC, Trait.PER_WORK_ITEM),
                     verify=_all_of(_array_access(2), _writable_array))

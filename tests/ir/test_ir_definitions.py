@@ -94,6 +94,14 @@ def test_an_operation_made_by_name_has_that_definition():
     assert op.definition.member is MATH_FUNCTIONS["hypot"]
 
 
+def test_operands_are_found_by_their_role():
+    module = parse_module(module_with("store %0, %1, %2"))
+    store = next(op for op in module.kernel.ops() if op.definition is STORE)
+    array, index, value = module.kernel.params
+    assert STORE.operand(store, "array") is array and STORE.operand(store, "value") is value
+    assert STORE.arity_problem(1) == "store takes at least 2 operands, has 1"
+
+
 # --- the one table of math functions ---------------------------------------------------
 
 def test_every_math_function_is_an_operation_the_language_and_both_targets_know():
