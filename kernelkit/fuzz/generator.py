@@ -72,8 +72,16 @@ class Case:
         # `kk` and `math` are the reference's own (see emulation), given to the module
         return "import numpy as np\n\n\n" + ast.unparse(to_reference(self.module)) + "\n"
 
-    def uses_inexact_math(self) -> bool:
-        return any(getattr(node, "_kk_inexact", False) for node in ast.walk(self.module))
+    def inexact_precision(self) -> str | None:
+        """The narrowest float type inexact math computed in ('float16', 'float32' or
+        'float64'); None when there is none. A result stored into a float64 array may
+        come from a float32 `kk.cbrt`, an ulp of float32 away from NumPy's."""
+        types = {getattr(node, "_kk_type", None) for node in ast.walk(self.module)
+                 if getattr(node, "_kk_inexact", False)}
+        for name in ("float16", "float32", "float64"):
+            if name in types:
+                return name
+        return "float64" if types else None
 
     def arguments(self) -> list:
         """Fresh argument values: (base array, view) pairs for arrays, scalars as they are."""

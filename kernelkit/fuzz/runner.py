@@ -126,22 +126,24 @@ class Runner:
             if type(error).__name__ == "CompileOnlyError":
                 return Outcome(case.seed, name, "ok", "compiled")
             return Outcome(case.seed, name, "internal-error", _describe(error, traceback_=True))
-        loose = case.uses_inexact_math()
+        precision = case.inexact_precision()
         for (param, base), want in zip(bases, [a for a in expected if isinstance(a, tuple)]):
             if param.role == "in":
                 continue
-            problem = compare(want[0], kk.to_numpy(base), loose)
+            problem = compare(want[0], kk.to_numpy(base), precision)
             if problem:
                 return Outcome(case.seed, name, "mismatch", f"{param.name}: {problem}")
         return Outcome(case.seed, name, "ok")
 
 
-def compare(expected: np.ndarray, got: np.ndarray, loose: bool) -> str | None:
-    """None where `got` matches `expected`, else a description of the first differences."""
+def compare(expected: np.ndarray, got: np.ndarray, inexact: str | None) -> str | None:
+    """None where `got` matches `expected` (to the precision of the float type `inexact`
+    math computed in, if any, or of the array's own type), else a description of the
+    first differences."""
     if expected.dtype.kind == "f":
         both_nan = np.isnan(expected) & np.isnan(got)
-        if loose:
-            tolerance = TOLERANCE[expected.dtype.name]
+        if inexact is not None:
+            tolerance = max(TOLERANCE[expected.dtype.name], TOLERANCE[inexact])
             with np.errstate(all="ignore"):
                 close = np.isclose(got.astype(np.float64), expected.astype(np.float64),
                                    rtol=tolerance, atol=tolerance)
