@@ -18,9 +18,9 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.builder import TypingError
 from ..ir.definitions import OpDefinition
-from ..ir.ops import Value
+from ..ir.ops import Value, constant_value
 from .source import describe
-from .values import UNDEFINED, PyConst, const_value, is_const
+from .values import UNDEFINED, PyConst, is_const
 
 
 class Expressions:
@@ -151,7 +151,7 @@ class Expressions:
         self.require_scalar(left, node)
         condition = self.truth(left, node)
         if is_const(condition):
-            if bool(const_value(condition)) == is_and:
+            if bool(constant_value(condition)) == is_and:
                 return self.expr(right_node)
             return left
         right_block = self.builder.new_block()
@@ -198,7 +198,7 @@ class Expressions:
 
     def short_circuit_thunk(self, condition: Value, evaluate: Callable[[], Value]) -> Value:
         if is_const(condition):
-            return evaluate() if const_value(condition) else condition
+            return evaluate() if constant_value(condition) else condition
         right_block, join = self.builder.new_block(), self.builder.new_block()
         param = join.add_param(T.bool_)
         self.builder.cbr(condition, right_block, [], join, [condition])
@@ -211,7 +211,7 @@ class Expressions:
     def expr_IfExp(self, node: ast.IfExp):
         condition = self.truth(self.expr(node.test), node.test)
         if is_const(condition):
-            return self.expr(node.body if const_value(condition) else node.orelse)
+            return self.expr(node.body if constant_value(condition) else node.orelse)
         then_block, else_block = self.builder.new_block(), self.builder.new_block()
         self.builder.cbr(condition, then_block, [], else_block, [])
         results = []
@@ -329,10 +329,10 @@ class Expressions:
         self.builder.op("store", [array, *indices, self.cast(value, array.type.dtype)])
 
     def constant_index(self, index, length: int, node) -> int:
-        if not is_const(index) or not isinstance(const_value(index), int) or \
-                isinstance(const_value(index), bool):
+        if not is_const(index) or not isinstance(constant_value(index), int) or \
+                isinstance(constant_value(index), bool):
             raise self.error("a tuple can only be indexed with a constant integer", node)
-        position = const_value(index)
+        position = constant_value(index)
         if not -length <= position < length:
             raise self.error(f"index {position} is out of range for a tuple of {length}", node)
         return position % length

@@ -18,8 +18,9 @@ from ..ir import types as T
 from ..ir.definitions import (ATOMICS, GROUP_ID, LOCAL_ID, LOCALMEM, MATH, NDRANGE, PRIVATE,
                               OpDefinition)
 from ..ir.math_functions import MATH_FUNCTIONS, MathFunction
+from ..ir.ops import constant_value
 from ..lang import intrinsics as kk
-from .values import PyConst, const_value, is_const
+from .values import PyConst, is_const
 
 _HANDLERS: dict[int, object] = {}
 _KEEPALIVE: list = []  # the objects whose ids key _HANDLERS
@@ -144,12 +145,12 @@ def static_shape(tr, value, node, name) -> tuple[int, ...]:
         elements = [tr.extract(value, i) for i in range(len(value.type.elements))]
     shape = []
     for element in elements:
-        if not (is_const(element) and isinstance(const_value(element), int)
-                and not isinstance(const_value(element), bool)):
+        if not (is_const(element) and isinstance(constant_value(element), int)
+                and not isinstance(constant_value(element), bool)):
             raise tr.error(f"the shape of {name} must be known when the kernel is compiled", node,
                            hint="use integer literals, module-level or closure constants, or "
                                 "kk.groupsize() with a static workgroupsize")
-        shape.append(const_value(element))
+        shape.append(constant_value(element))
     if not shape or any(s <= 0 for s in shape):
         raise tr.error(f"the shape of {name} must be positive integers, got {tuple(shape)}", node)
     return tuple(shape)

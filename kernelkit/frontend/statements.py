@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from ..ir import types as T
 from ..ir.builder import integer_range
 from ..ir.function import Block
-from ..ir.ops import Location, Value
+from ..ir.ops import Location, Value, constant_value
 from .source import describe
 from .specialize import Retype
-from .values import UNDEFINED, PyConst, const_value, is_const
+from .values import UNDEFINED, PyConst, is_const
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Statements:
     def stmt_If(self, node: ast.If) -> None:
         condition = self.truth(self.expr(node.test), node.test)
         if is_const(condition):
-            self.statements(node.body if const_value(condition) else node.orelse)
+            self.statements(node.body if constant_value(condition) else node.orelse)
             return
         ends = []
         then_block, else_block = self.builder.new_block(), self.builder.new_block()
@@ -173,7 +173,7 @@ class Statements:
             bounds.append(self.constant(1, T.weak_int))
         counter_type = self.range_counter_type(bounds)
         start, stop, step = (self.cast(b, counter_type) for b in bounds)
-        if is_const(step) and const_value(step) == 0:
+        if is_const(step) and constant_value(step) == 0:
             raise self.error("range() step must not be zero", call)
         counter = f"$counter{node.lineno}:{node.col_offset}"
         self.env[counter] = start
@@ -181,7 +181,7 @@ class Statements:
         def test():
             current = self.env[counter]
             if is_const(step):
-                return self.compare("lt" if const_value(step) > 0 else "gt", current, stop, call)
+                return self.compare("lt" if constant_value(step) > 0 else "gt", current, stop, call)
             upward = self.compare("gt", step, self.constant(0, counter_type), call)
             return self.select(upward, self.compare("lt", current, stop, call),
                                self.compare("gt", current, stop, call))
@@ -210,7 +210,7 @@ class Statements:
             bound_type = bound.type
             if not bound_type.weak:
                 continue   # a strong type promotes to a type that holds its values
-            if not (is_const(bound) and low <= const_value(bound) <= high):
+            if not (is_const(bound) and low <= constant_value(bound) <= high):
                 return T.weak_int
         return counter_type
 
@@ -237,7 +237,7 @@ class Statements:
         body_block = self.builder.new_block()
         exit_block = None
         if is_const(condition):
-            if not const_value(condition):
+            if not constant_value(condition):
                 exit_block = self.builder.new_block()
                 self.builder.br(exit_block)
             else:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ir.definitions import CONST
-from ..ir.ops import Value, constant_value, is_op
+from ..ir.ops import Value, is_op
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +28,6 @@ class _Undefined:
 UNDEFINED = _Undefined()
 
 FrontendValue = Value | PyConst
-
-
-def const_value(value: Value) -> Any:
-    """The compile-time value of an IR constant, or None."""
-    return constant_value(value)
 
 
 def is_const(value) -> bool:
