@@ -190,7 +190,7 @@ class CPU(Backend):
     def prepare(self, compiled, argtypes, ndim):
         layout = ArgumentLayout(argtypes, ndim)
         function = compiled.job.source.function
-        names = list(inspect.signature(function).parameters)
+        names = list(compiled.parameters)
         return PreparedKernel(function.__name__, _ENTRY(compiled.entry), layout, argtypes,
                               _packer(argtypes, names), compiled, compiled.uses_print,
                               compiled.job.config.debug,

@@ -633,7 +633,7 @@ class CUDABackend(Backend):
                               f"launch it with a smaller workgroupsize")
         layout = ArgumentLayout(argtypes, ndim)
         block = tuple(reversed(sizes)) + (1,) * (3 - len(sizes))
-        names = list(inspect.signature(compiled.job.source.function).parameters)
+        names = list(compiled.parameters)
         packed = struct.Struct("<" + GRID + layout.struct.format.lstrip("<"))
         launch = LaunchBlock(function, self._stream.address, block, packed.size,
                              dependent=compiled.info.get("dependent_launch", False))
@@ -943,9 +943,8 @@ class CompileOnlyCUDA(Backend):
         from kernelkit.compiler.driver import compile_job
         job = compiled.job
         for target in self.targets[1:]:
-            compile_job(self.compiler_job(job.source.function, argtypes,
-                                          workgroupsize=job.config.workgroupsize,
-                                          opt_level=job.config.opt_level, target=target))
+            compile_job(dataclasses.replace(job, config=dataclasses.replace(job.config,
+                                                                             target=target)))
         return compiled
 
     def launch(self, prepared, args, ndrange, workgroupsize):

@@ -12,9 +12,9 @@ from typing import Any
 
 from ..errors import CompileError
 from ..frontend.specialize import resolve_deferred, translate_kernel
-from ..ir.definitions import CALL_REF, DEFERRED, PRINT
+from ..ir.definitions import CALL_REF, DEFERRED, INTRINSIC, PRINT
 from ..ir.function import Module
-from ..ir.ops import Location
+from ..ir.ops import Location, Op
 from ..ir.printer import print_module
 from ..ir.verifier import verify_module
 from ..passes import Pipeline
@@ -36,6 +36,12 @@ class CompiledKernel:
     uses_print: bool = False
     info: dict = field(default_factory=dict)
     _llvm_module: Any = None
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The compiled kernel's parameter names, in order: the Python function's, or
+        those a plugin gave the kernel it made (a derivative kernel has more)."""
+        return tuple(self.info["parameters"])
 
     def assembly(self) -> str:
         if self._llvm_module is None:  # loaded from the disk cache
@@ -65,11 +71,23 @@ def typed_module(job: CompilerJob) -> Module:
     source = job.source
     module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize)
     resolve_deferred(module, job.config.workgroupsize)
+    add_transform_markers(module, job.config.transforms)
     dump = Dump.for_job(job)
     if dump is not None:
         dump.module("frontend", module)
     compile_module(module, job.config.target, after_each=dump.module if dump else None)
     return module
+
+
+def add_transform_markers(module: Module, transforms) -> None:
+    """The job's transforms (`CompilerConfig.transforms`) as `intrinsic` markers at the
+    start of the kernel, in order, with their attributes."""
+    entry = module.kernel.entry
+    for position, (name, attributes) in enumerate(transforms):
+        attrs = dict(attributes, name=name)
+        marker = Op(INTRINSIC, [], attrs=attrs)
+        marker.block = entry
+        entry.ops.insert(position, marker)
 
 
 def compile_module(module: Module, target, after_each=None) -> None:
@@ -78,6 +96,21 @@ def compile_module(module: Module, target, after_each=None) -> None:
     inlined IR that is the same for every target; and after the target's passes, before
     lowering. `after_each(stage, module)` is called after every pass and plugin hook.
     (`python -m kernelkit opt` runs this too.)"""
+    target_neutral(module, after_each)
+    Pipeline(target.passes())(module, after_each=after_each)
+    for plugin in module.plugins:
+        plugin.before_lowering(module)
+        if after_each is not None:
+            after_each(f"plugin-{plugin.name}-lowering", module)
+    verify_module(module)
+    for op in module.kernel.ops():
+        if op.definition in (DEFERRED, CALL_REF):
+            raise unresolved_reference_error(module.kernel.name, op)
+
+
+def target_neutral(module: Module, after_each=None) -> None:
+    """The frontend's module -> the target-neutral IR: the plugins' first two stages
+    around the generic passes."""
     plugins = plugins_for(module)
     module.plugins = tuple(plugins)
     for plugin in plugins:
@@ -89,15 +122,17 @@ def compile_module(module: Module, target, after_each=None) -> None:
         plugin.after_generic_passes(module)
         if after_each is not None:
             after_each(f"plugin-{plugin.name}-target-neutral", module)
-    Pipeline(target.passes())(module, after_each=after_each)
-    for plugin in plugins:
-        plugin.before_lowering(module)
-        if after_each is not None:
-            after_each(f"plugin-{plugin.name}-lowering", module)
-    verify_module(module)
-    for op in module.kernel.ops():
-        if op.definition in (DEFERRED, CALL_REF):
-            raise unresolved_reference_error(module.kernel.name, op)
+
+
+def target_neutral_module(job: CompilerJob) -> Module:
+    """The job's kernel as every target gets it from the generic passes and the plugins'
+    target-neutral stage (what a plugin's host code reads its facts from: `Module.notes`)."""
+    source = job.source
+    module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize)
+    resolve_deferred(module, job.config.workgroupsize)
+    add_transform_markers(module, job.config.transforms)
+    target_neutral(module)
+    return module
 
 
 def unresolved_reference_error(kernel: str, op) -> CompileError:
@@ -135,7 +170,8 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
     llvm_module = llvm_ir.Module(name=kernel.name)
     llvm_module.triple = target.triple()
     llvm_module.data_layout = target.datalayout()
-    info = target.emit_kernel(llvm_module, module, job)
+    info = dict(target.emit_kernel(llvm_module, module, job) or {})
+    info["parameters"] = list(kernel.arg_names)
     dump = Dump.for_job(job)
     if dump is not None:
         dump.text("llvm.ll", str(llvm_module))

@@ -37,6 +37,11 @@ class CompilerConfig:
     opt_level: int = 3
     debug: bool = False
     params: tuple[tuple[str, Any], ...] = ()
+    # Markers the job puts at the start of its kernel, each (name, ((attribute, value),
+    # ...)): how a job asks a compiler plugin to transform the kernel it compiles (AD's
+    # derivative kernels are the primal's job with a transform). They are in the IR
+    # text from the frontend's dump on, so an offline replay sees them.
+    transforms: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,6 +112,9 @@ class Module:
     # kk.deferred requests: function name -> (Python function, argument types), for the
     # driver's worklist to translate into the module (not part of its text).
     deferred: dict = field(default_factory=dict)
+    # What plugins found out about the module for their host code, by plugin (not part
+    # of its text: a plugin derives it from the text again when it runs).
+    notes: dict = field(default_factory=dict)
 
     @property
     def kernel(self) -> Function:

@@ -1,0 +1,18 @@
+"""enzyme_ext: automatic differentiation of kernelkit kernel launches, forward and
+reverse, on every backend through one generic rule.
+
+    from enzyme_ext import autodiff, Reverse, Duplicated, Active
+    _, da, _ = autodiff(Reverse, saxpy(backend, 256),
+                        Duplicated(y, dy), Active(2.0), Duplicated(x, dx), ndrange=n)
+
+Everything backend-specific reaches it through `compiler_job_from_backend(backend, fn,
+argtypes)`, which each backend registers; the derivative kernels are made by a compiler
+plugin on kernelkit's IR (`enzyme_ext.transform`)."""
+from .activities import Active, Const, Duplicated, DuplicatedNoNeed, Forward, Reverse, ReverseSplit
+from .jobs import compiler_job_from_backend
+from .rules import autodiff, autodiff_thunk
+from .tape import Tape, tape_type
+
+__all__ = ["autodiff", "autodiff_thunk", "Forward", "Reverse", "ReverseSplit", "Const",
+           "Active", "Duplicated", "DuplicatedNoNeed", "compiler_job_from_backend",
+           "tape_type", "Tape"]

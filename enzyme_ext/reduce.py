@@ -1,0 +1,38 @@
+"""Sums of per-work-item partials on the backend, the same bits on every run.
+
+The reverse kernel leaves each work-item's share of an `Active` scalar's derivative in
+an array; summing it with atomics would make the result depend on the order the
+threads ran in. Here each work-item of a kernelkit kernel adds a fixed chunk in index
+order, and the chunks' sums are summed the same way until one is left: the order of
+every addition is fixed by the indices alone, whatever the backend and thread count."""
+from __future__ import annotations
+
+import numpy as np
+
+import kernelkit as kk
+
+CHUNK = 64
+
+
+@kk.kernel
+def sum_chunks(sums, values: kk.Const, count, chunk):
+    i = kk.index(kk.Global)
+    start = i * chunk
+    stop = min(start + chunk, count)
+    total = 0.0
+    for j in range(start, stop):
+        total += values[j]
+    sums[i] = total
+
+
+def deterministic_sum(backend, values) -> float:
+    """The sum of the float64 array `values` (on `backend`), as a Python float."""
+    count = int(np.prod(np.shape(values)))
+    while count > 1:
+        groups = -(-count // CHUNK)
+        sums = backend.zeros(np.float64, groups)
+        sum_chunks(backend, 64)(sums, values, count, CHUNK, ndrange=groups)
+        values, count = sums, groups
+    if count == 0:
+        return 0.0
+    return float(backend.to_numpy(values)[0])

@@ -1,0 +1,232 @@
+"""The generic launch rules: forward mode, and reverse mode split in two, for every
+backend alike.
+
+`job = compiler_job_from_backend(backend, fn, argtypes)` gives the parent job; the
+derivative kernels are that job with the AD plugin's transform (`jobs.derivative_job`),
+compiled by kernelkit's driver and launched through the backend's own `prepare` and
+`launch`, with the same ndrange and work-group size as the primal. Reverse mode
+allocates the tape from `tape_type`'s record on the backend, launches the augmented
+forward kernel, then the reverse kernel, then sums each `Active` scalar's per-work-item
+partials on the backend (`reduce.py`). Nothing here asks which backend it has."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from kernelkit.compiler.driver import compile_job
+from kernelkit.errors import CompileError, KernelkitError, LaunchError
+from kernelkit.lang.kernel import Launcher
+
+from .activities import (Activity, Active, Const, Duplicated, Mode, activity_class)
+from .jobs import compiler_job_from_backend, derivative_job
+from .reduce import deterministic_sum
+from .signature import AUGMENTED, FORWARD, REVERSE, derivative_parameters
+from .tape import DEFAULT_MAX_ITERATIONS, Tape, record_type, tape_layout
+
+
+def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
+             max_iterations: int = DEFAULT_MAX_ITERATIONS):
+    """Differentiate one launch of `launch` (`k(backend, workgroupsize)`).
+
+    Reverse: runs the primal (augmented) and the reverse pass; returns one entry per
+    argument: the derivative of each `Active` scalar as a Python float, None for the
+    others. Each `Duplicated` shadow holds the adjoint of the array's final contents on
+    entry, and of its initial contents afterwards. Forward: the shadows of `Duplicated`
+    arguments carry tangents in, and those of written arrays receive the output
+    tangents; returns ()."""
+    if mode is Mode.FORWARD:
+        Rule(launch, tuple(map(_activity_of, args)), max_iterations).forward(
+            args, ndrange, workgroupsize)
+        return ()
+    if mode is not Mode.REVERSE:
+        raise KernelkitError(f"autodiff takes Forward or Reverse; for {mode!r} use "
+                             f"autodiff_thunk")
+    forward, reverse = autodiff_thunk(Mode.REVERSE_SPLIT, launch, *map(_activity_of, args),
+                                      max_iterations=max_iterations)
+    tape = forward(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+    return reverse(*args, tape=tape, ndrange=ndrange, workgroupsize=workgroupsize)
+
+
+def autodiff_thunk(mode: Mode, launch, *activities, max_iterations: int = DEFAULT_MAX_ITERATIONS):
+    """`forward, reverse = autodiff_thunk(ReverseSplit, k(backend, wg), Duplicated, Active,
+    Const)`: `tape = forward(*args, ndrange=...)` runs the augmented primal and returns the
+    tape; `reverse(*args, tape=tape, ndrange=...)` runs the reverse pass and returns what
+    `autodiff(Reverse, ...)` does."""
+    if mode is not Mode.REVERSE_SPLIT:
+        raise KernelkitError(f"autodiff_thunk takes ReverseSplit, not {mode!r}")
+    rule = Rule(launch, tuple(map(activity_class, activities)), max_iterations)
+
+    def forward(*args, ndrange=None, workgroupsize=None) -> Tape:
+        return rule.augmented_forward(args, ndrange, workgroupsize)
+
+    def reverse(*args, tape: Tape, ndrange=None, workgroupsize=None):
+        return rule.reverse(args, tape, ndrange, workgroupsize)
+
+    name = rule.kernel.name
+    forward.__name__, reverse.__name__ = f"{name}_augmented_forward", f"{name}_reverse"
+    return forward, reverse
+
+
+def _activity_of(argument) -> type[Activity]:
+    return activity_class(argument) if isinstance(argument, Activity) else Const
+
+
+class Rule:
+    """A kernel on a backend with one activity per argument: its derivative launches."""
+
+    def __init__(self, launch, activities: tuple, max_iterations: int):
+        kernel = getattr(launch, "kernel", None)
+        if kernel is None or not hasattr(launch, "backend"):
+            raise KernelkitError(f"autodiff differentiates a kernel launch: pass "
+                                 f"k(backend, workgroupsize), not {launch!r}")
+        self.kernel, self.backend = kernel, launch.backend
+        self.launcher = Launcher(kernel, launch.backend, launch.workgroupsize, launch.ndrange)
+        if len(activities) != len(kernel.parameters):
+            raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} "
+                              f"arguments ({', '.join(kernel.parameters)}) but "
+                              f"{len(activities)} activities were given")
+        self.activities = activities
+        self.names = tuple(a.name for a in activities)
+        self.max_iterations = max_iterations
+        self._prepared: dict = {}
+
+    # -- arguments -----------------------------------------------------------------------
+
+    def unwrap(self, args, mode: str):
+        """(primal values, shadows) of the annotated arguments, checked against the
+        activities."""
+        kernel = self.kernel
+        if len(args) != len(self.activities):
+            raise LaunchError(f"kernel '{kernel.name}' takes {len(self.activities)} "
+                              f"arguments but {len(args)} were given")
+        values, shadows = [], []
+        for argument, activity, name in zip(args, self.activities, kernel.parameters):
+            given = _activity_of(argument)
+            if given is not activity:
+                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' was declared "
+                                  f"{activity.__name__} but given as {given.__name__}")
+            value = argument.value if isinstance(argument, Activity) else argument
+            shadow = getattr(argument, "shadow", None)
+            scalar = isinstance(value, (numbers.Number, np.generic))
+            if activity is Active and mode == FORWARD:
+                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is Active, "
+                                  f"which is for reverse mode; in forward mode pass "
+                                  f"Duplicated({name}, tangent)")
+            if activity is Active and not scalar:
+                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is Active, "
+                                  f"which is for scalars; pass an array as "
+                                  f"Duplicated({name}, shadow)")
+            if issubclass(activity, Duplicated):
+                if scalar and mode != FORWARD:
+                    raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is a "
+                                      f"Duplicated scalar, which is for forward mode; in "
+                                      f"reverse mode pass Active({name})")
+                if not scalar and (np.shape(shadow) != np.shape(value) or
+                                   getattr(shadow, "dtype", None) != value.dtype):
+                    raise LaunchError(
+                        f"kernel '{kernel.name}': the shadow of '{name}' must have its shape "
+                        f"{np.shape(value)} and dtype {value.dtype}, not "
+                        f"{np.shape(shadow)} and {getattr(shadow, 'dtype', type(shadow))}")
+            values.append(value)
+            shadows.append(shadow)
+        return values, shadows
+
+    def derivative(self, mode: str, values, shadows, ndrange, workgroupsize):
+        """(prepared derivative kernel, its parameters, its job, geometry)."""
+        backend, kernel = self.backend, self.kernel
+        ndrange, workgroupsize = self.launcher.geometry(ndrange, workgroupsize)
+        argtypes = kernel.argument_types(backend, tuple(values))
+        shadow_types = tuple(
+            None if shadow is None else
+            backend.argument_type(shadow, False, f"d_{name}", kernel.name)
+            for shadow, name in zip(shadows, kernel.parameters))
+        key = (mode, argtypes, shadow_types, workgroupsize, len(ndrange))
+        entry = self._prepared.get(key)
+        if entry is None:
+            parent = compiler_job_from_backend(backend, kernel.function, argtypes,
+                                               workgroupsize=workgroupsize)
+            job = derivative_job(parent, mode, self.names, shadow_types)
+            compiled = _compile(job, kernel.name)
+            parameters = derivative_parameters(mode, list(self.names), list(kernel.parameters),
+                                               list(argtypes), list(shadow_types))
+            prepared = backend.prepare(compiled, tuple(p.type for p in parameters),
+                                       len(ndrange))
+            entry = self._prepared[key] = (prepared, parameters, job)
+        return (*entry, ndrange, workgroupsize)
+
+    # -- the launches ----------------------------------------------------------------------
+
+    def forward(self, args, ndrange, workgroupsize) -> None:
+        values, shadows = self.unwrap(args, FORWARD)
+        prepared, parameters, _, ndrange, workgroupsize = self.derivative(
+            FORWARD, values, shadows, ndrange, workgroupsize)
+        arguments = [values[p.index] if p.role == "primal" else shadows[p.index]
+                     for p in parameters]
+        self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
+
+    def augmented_forward(self, args, ndrange, workgroupsize) -> Tape:
+        values, shadows = self.unwrap(args, AUGMENTED)
+        prepared, parameters, job, ndrange, workgroupsize = self.derivative(
+            AUGMENTED, values, shadows, ndrange, workgroupsize)
+        layout = tape_layout(job)
+        items = int(np.prod(ndrange))
+        floats, integers = layout.slots(values, self.max_iterations)
+        tape = Tape(self.backend, record_type(floats, integers), items,
+                    (ndrange, workgroupsize), self.kernel.name)
+        arguments = [values[p.index] if p.role == "primal" else tape.arrays[p.field]
+                     for p in parameters]
+        self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
+        if layout.loops and items:
+            self.check_capacity(tape, layout, (floats, integers))
+        return tape
+
+    def check_capacity(self, tape: Tape, layout, capacity) -> None:
+        counts = self.backend.to_numpy(tape.arrays["tape_counts"])
+        needed = counts.max(axis=1)
+        if all(n <= c for n, c in zip(needed, capacity)):
+            return
+        loops = layout.unknown_loops() or list(layout.loops)
+        where = ", ".join(f"line {loop.line}" for loop in loops)
+        raise KernelkitError(
+            f"kernel '{self.kernel.name}': a work-item ran its loops ({where}) more times "
+            f"than the tape was sized for: it needs {int(needed[0])} float and "
+            f"{int(needed[1])} integer slots, the tape has {capacity[0]} and {capacity[1]} "
+            f"(loops whose trip counts the arguments do not give are sized for "
+            f"max_iterations={self.max_iterations}); pass a larger max_iterations= to "
+            f"autodiff or autodiff_thunk")
+
+    def reverse(self, args, tape: Tape, ndrange, workgroupsize):
+        if not isinstance(tape, Tape):
+            raise LaunchError(f"kernel '{self.kernel.name}': tape= must be the tape the "
+                              f"forward half returned, not {type(tape).__name__}")
+        values, shadows = self.unwrap(args, REVERSE)
+        prepared, parameters, _, ndrange, workgroupsize = self.derivative(
+            REVERSE, values, shadows, ndrange, workgroupsize)
+        if tape.geometry != (ndrange, workgroupsize):
+            raise LaunchError(f"kernel '{self.kernel.name}': the reverse pass must have the "
+                              f"forward's ndrange and workgroupsize {tape.geometry}, not "
+                              f"{(ndrange, workgroupsize)}")
+        partials = {p.index: self.backend.zeros(np.float64, tape.items)
+                    for p in parameters if p.role == "partials"}
+        arguments = []
+        for p in parameters:
+            arguments.append(values[p.index] if p.role == "primal" else
+                             shadows[p.index] if p.role == "shadow" else
+                             partials[p.index] if p.role == "partials" else
+                             tape.arrays[p.field])
+        self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
+        return tuple(deterministic_sum(self.backend, partials[i]) if i in partials else None
+                     for i in range(len(values)))
+
+
+def _compile(job, kernel: str):
+    try:
+        return compile_job(job)
+    except KernelkitError:
+        raise
+    except Exception as error:  # a compiler bug: say so, and keep the cause attached
+        raise CompileError(f"internal compiler error while differentiating: "
+                           f"{type(error).__name__}: {error}", kernel=kernel,
+                           hint="this is a bug in kernelkit; please report it with the "
+                                "kernel's source") from error

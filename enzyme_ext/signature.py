@@ -1,0 +1,61 @@
+"""The parameters of the derivative kernels, in order: what the AD transform gives the
+kernels it makes, and what the launch rules pass them. One list, so the two agree.
+
+- forward: each primal parameter, followed by its shadow (the tangent) when it is
+  `Duplicated`;
+- augmented (the forward half of reverse mode): the primal parameters, then the tape;
+- reverse: each primal parameter, followed by its shadow (the adjoint) when it is a
+  `Duplicated` array, or by its partials (one float64 per work-item, summed by the rule)
+  when it is an `Active` scalar; then the tape.
+
+The tape is three 2-D arrays indexed [slot, work-item]: floats (float64), integers
+(int64) and counts (how many slots of each a work-item used), so that consecutive
+work-items touch consecutive addresses."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelkit.ir import types as T
+
+FORWARD, AUGMENTED, REVERSE = "forward", "augmented", "reverse"
+MODES = (FORWARD, AUGMENTED, REVERSE)
+
+TAPE_FIELDS: tuple[tuple[str, T.ScalarType], ...] = (
+    ("tape_floats", T.float64), ("tape_integers", T.int64), ("tape_counts", T.int64))
+TAPE_TYPES = {name: T.ArrayType(dtype, 2, "C") for name, dtype in TAPE_FIELDS}
+PARTIALS_TYPE = T.ArrayType(T.float64, 1, "C")
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    name: str
+    type: T.IRType
+    role: str          # "primal", "shadow", "partials" or "tape"
+    index: int = -1    # the primal parameter it belongs to (not for the tape)
+    field: str = ""    # the tape field
+
+
+def shadow_type(primal: T.IRType) -> T.IRType:
+    """The type a shadow of `primal` is given when the caller's is not known."""
+    if isinstance(primal, T.ArrayType):
+        return T.ArrayType(primal.dtype, primal.ndim, primal.layout)
+    return primal.strong if isinstance(primal, T.ScalarType) else primal
+
+
+def derivative_parameters(mode: str, activities: list[str], names: list[str],
+                          types: list[T.IRType], shadow_types: list[T.IRType | None]
+                          ) -> list[Parameter]:
+    parameters = []
+    for index, (activity, name, type) in enumerate(zip(activities, names, types)):
+        parameters.append(Parameter(name, type, "primal", index))
+        duplicated = activity in ("duplicated", "duplicated_no_need")
+        if mode == FORWARD and duplicated:
+            parameters.append(Parameter(f"d_{name}", shadow_types[index], "shadow", index))
+        elif mode == REVERSE and duplicated and isinstance(type, T.ArrayType):
+            parameters.append(Parameter(f"d_{name}", shadow_types[index], "shadow", index))
+        elif mode == REVERSE and activity == "active":
+            parameters.append(Parameter(f"d_{name}", PARTIALS_TYPE, "partials", index))
+    if mode in (AUGMENTED, REVERSE):
+        parameters.extend(Parameter(field, TAPE_TYPES[field], "tape", field=field)
+                          for field, _ in TAPE_FIELDS)
+    return parameters

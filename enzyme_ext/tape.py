@@ -1,0 +1,83 @@
+"""The tape: what the augmented forward kernel leaves for the reverse kernel.
+
+`tape_type(job, mode, activities)` is the record one work-item writes: a stack of
+float64 slots, a stack of int64 slots (branch and loop decisions, indices, integer
+values), and the two counts. It is derived from the parent job alone, by the AD
+transform that builds the derivative kernels, before any launch. How many slots a
+work-item may need depends on the trip counts of its loops: exact for loops counted up
+to a bound the launch's arguments give (pass `arguments=`), `max_iterations` for the
+others. In memory the tape is field-major, each field an array indexed [slot,
+work-item], so neighbouring work-items write neighbouring addresses."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from kernelkit.compiler.driver import target_neutral_module
+from kernelkit.compiler.job import CompilerJob
+from kernelkit.errors import KernelkitError
+
+from .activities import Mode, activity_class
+from .signature import AUGMENTED, TAPE_FIELDS
+
+DEFAULT_MAX_ITERATIONS = 1024
+"""The trip count assumed for a loop whose trip count a launch's arguments do not give
+(a `while` on data): the tape holds that many iterations per work-item, and a launch
+that needs more is an error that says how many."""
+
+
+@functools.lru_cache(maxsize=256)
+def tape_layout(derivative: CompilerJob):
+    """The tape layout (`transform.sizing.TapeLayout`) of a derivative job."""
+    from .transform.plugin import ADPlugin
+    module = target_neutral_module(derivative)
+    return module.notes[ADPlugin.name]
+
+
+def tape_type(job: CompilerJob, mode, activities, *, arguments=None,
+              max_iterations: int = DEFAULT_MAX_ITERATIONS) -> np.dtype:
+    """The per-work-item tape record of reverse mode for the parent `job` (from
+    `compiler_job_from_backend`) and one activity class per kernel argument. With
+    `arguments` (the launch's, unwrapped), loops bounded by them are counted exactly."""
+    from .jobs import derivative_job
+    if mode not in (Mode.REVERSE, Mode.REVERSE_SPLIT):
+        raise KernelkitError(f"only reverse mode has a tape, not {mode!r}")
+    names = tuple(activity_class(a).name for a in activities)
+    layout = tape_layout(derivative_job(job, AUGMENTED, names, (None,) * len(names)))
+    floats, integers = layout.slots(arguments, max_iterations)
+    return record_type(floats, integers)
+
+
+def record_type(floats: int, integers: int) -> np.dtype:
+    (float_field, float_type), (integer_field, integer_type), (count_field, count_type) = \
+        TAPE_FIELDS
+    return np.dtype([(float_field, float_type.numpy_dtype, (floats,)),
+                     (integer_field, integer_type.numpy_dtype, (integers,)),
+                     (count_field, count_type.numpy_dtype, (2,))])
+
+
+class Tape:
+    """A tape on a backend, from one augmented forward launch: its arrays (owning the
+    backend's memory), the record type, and the launch it belongs to."""
+
+    def __init__(self, backend, record: np.dtype, items: int, geometry, kernel: str):
+        self.backend = backend
+        self.record = record
+        self.items = items
+        self.geometry = geometry
+        self.kernel = kernel
+        self.arrays = {}
+        for name in record.names:
+            slots = record.fields[name][0].shape[0]
+            # A stack with no slot still gets one row: arrays of no elements are not
+            # every backend's to allocate.
+            self.arrays[name] = backend.zeros(record.fields[name][0].base,
+                                              (max(slots, 1), items))
+
+    @property
+    def nbytes(self) -> int:
+        return self.record.itemsize * self.items
+
+    def __repr__(self) -> str:
+        return f"<Tape of '{self.kernel}': {self.items} work-items x {self.record}>"

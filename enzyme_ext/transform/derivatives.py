@@ -1,0 +1,253 @@
+"""The derivative of each arithmetic operation: one table, `PARTIALS`, keyed by the
+operation's definition, that both modes read.
+
+An entry is `partials(b, operands, result) -> [partial, ...]`: the partial derivative of
+the result with respect to each operand, built with the builder `b` from the primal
+operands and `result()` (a thunk: the result is recomputed only by rules that need it).
+A partial is a value, `ONE`, `MINUS_ONE`, None where the operand does not change the
+result (or is not a number), or a thunk giving one of those, called only when the
+operand is active. Forward mode multiplies the operands' tangents by the
+partials and adds them; reverse mode multiplies the result's adjoint by each partial
+and adds it to the operand's adjoint. Adding the derivative of an operation is one
+entry here; an operation with no entry is an error naming it and its line."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from kernelkit.ir import types as T
+from kernelkit.ir.builder import Builder
+from kernelkit.ir.definitions import (ARITHMETIC, CAST, MATH, SELECT, UNARY, OpDefinition)
+from kernelkit.ir.ops import Value
+
+ONE = "one"
+MINUS_ONE = "minus_one"
+
+Partials = Callable[[Builder, list[Value], Callable[[], Value]], list]
+PARTIALS: dict[OpDefinition, Partials] = {}
+
+
+def partials_of(*definitions: OpDefinition):
+    def register(rule: Partials) -> Partials:
+        for definition in definitions:
+            PARTIALS[definition] = rule
+        return rule
+    return register
+
+
+def _c(b: Builder, value: float, like: Value) -> Value:
+    return b.constant(value, like.type)
+
+
+def _mul(b, x, y):
+    return b.binary("mul", x, y)
+
+
+def _div(b, x, y):
+    return b.binary("truediv", x, y)
+
+
+def _add(b, x, y):
+    return b.binary("add", x, y)
+
+
+def _sub(b, x, y):
+    return b.binary("sub", x, y)
+
+
+def _square(b, x):
+    return _mul(b, x, x)
+
+
+def _chosen(b: Builder, condition: Value, like: Value) -> list[Value]:
+    """Partials of a choice between two operands: 1 for the chosen one, 0 for the other."""
+    one, zero = _c(b, 1.0, like), _c(b, 0.0, like)
+    return [b.select(condition, one, zero), b.select(condition, zero, one)]
+
+
+# -- arithmetic -------------------------------------------------------------------------------
+
+@partials_of(ARITHMETIC["add"])
+def _add_partials(b, operands, result):
+    return [ONE, ONE]
+
+
+@partials_of(ARITHMETIC["sub"])
+def _sub_partials(b, operands, result):
+    return [ONE, MINUS_ONE]
+
+
+@partials_of(ARITHMETIC["mul"])
+def _mul_partials(b, operands, result):
+    x, y = operands
+    return [y, x]
+
+
+@partials_of(ARITHMETIC["truediv"])
+def _truediv_partials(b, operands, result):
+    x, y = operands
+    reciprocal = _div(b, _c(b, 1.0, y), y)
+    return [reciprocal, b.unary("neg", _mul(b, x, _square(b, reciprocal)))]
+
+
+@partials_of(ARITHMETIC["pow"], MATH["pow"])
+def _pow_partials(b, operands, result):
+    x, y = operands
+    # d/dx x**y = y * x**(y - 1); d/dy = x**y * log(x), a thunk: built only when y is
+    # active (log of a negative base is nan, and a constant exponent is the usual case).
+    return [lambda: _mul(b, y, b.binary("pow", x, _sub(b, y, _c(b, 1.0, y)))),
+            lambda: _mul(b, result(), b.math("log", x))]
+
+
+@partials_of(ARITHMETIC["min"])
+def _min_partials(b, operands, result):
+    x, y = operands            # min keeps x unless y < x
+    return _chosen(b, b.compare("ge", y, x), x)
+
+
+@partials_of(ARITHMETIC["max"])
+def _max_partials(b, operands, result):
+    x, y = operands            # max keeps x unless y > x
+    return _chosen(b, b.compare("le", y, x), x)
+
+
+@partials_of(ARITHMETIC["floordiv"])
+def _floordiv_partials(b, operands, result):
+    return [None, None]        # piecewise constant
+
+
+@partials_of(ARITHMETIC["mod"])
+def _mod_partials(b, operands, result):
+    x, y = operands            # x - y * floor(x / y)
+    return [ONE, b.unary("neg", b.math("floor", _div(b, x, y)))]
+
+
+@partials_of(UNARY["neg"])
+def _neg_partials(b, operands, result):
+    return [MINUS_ONE]
+
+
+@partials_of(UNARY["abs"], MATH["fabs"])
+def _abs_partials(b, operands, result):
+    (x,) = operands
+    return [b.select(b.compare("lt", x, _c(b, 0.0, x)), _c(b, -1.0, x), _c(b, 1.0, x))]
+
+
+@partials_of(CAST)
+def _cast_partials(b, operands, result):
+    return [ONE]               # float to float; the rules cast the adjoint's type
+
+
+@partials_of(SELECT)
+def _select_partials(b, operands, result):
+    condition, x, _ = operands
+    return [None, *_chosen(b, condition, x)]
+
+
+# -- math functions ---------------------------------------------------------------------------
+
+def _unary_math(name: str):
+    def register(rule: Callable[[Builder, Value, Callable[[], Value]], Value | None]):
+        PARTIALS[MATH[name]] = lambda b, operands, result: [rule(b, operands[0], result)]
+        return rule
+    return register
+
+
+def _reciprocal_sqrt(b, value):
+    return _div(b, _c(b, 1.0, value), b.math("sqrt", value))
+
+
+_unary_math("sqrt")(lambda b, x, r: _div(b, _c(b, 0.5, x), r()))
+_unary_math("exp")(lambda b, x, r: r())
+_unary_math("exp2")(lambda b, x, r: _mul(b, r(), _c(b, math.log(2.0), x)))
+_unary_math("expm1")(lambda b, x, r: _add(b, r(), _c(b, 1.0, x)))
+_unary_math("log")(lambda b, x, r: _div(b, _c(b, 1.0, x), x))
+_unary_math("log2")(lambda b, x, r: _div(b, _c(b, 1.0, x), _mul(b, x, _c(b, math.log(2.0), x))))
+_unary_math("log10")(lambda b, x, r: _div(b, _c(b, 1.0, x),
+                                          _mul(b, x, _c(b, math.log(10.0), x))))
+_unary_math("log1p")(lambda b, x, r: _div(b, _c(b, 1.0, x), _add(b, x, _c(b, 1.0, x))))
+_unary_math("sin")(lambda b, x, r: b.math("cos", x))
+_unary_math("cos")(lambda b, x, r: b.unary("neg", b.math("sin", x)))
+_unary_math("tan")(lambda b, x, r: _add(b, _c(b, 1.0, x), _square(b, r())))
+_unary_math("asin")(lambda b, x, r: _reciprocal_sqrt(b, _sub(b, _c(b, 1.0, x), _square(b, x))))
+_unary_math("acos")(lambda b, x, r: b.unary("neg", _reciprocal_sqrt(
+    b, _sub(b, _c(b, 1.0, x), _square(b, x)))))
+_unary_math("atan")(lambda b, x, r: _div(b, _c(b, 1.0, x), _add(b, _c(b, 1.0, x), _square(b, x))))
+_unary_math("sinh")(lambda b, x, r: b.math("cosh", x))
+_unary_math("cosh")(lambda b, x, r: b.math("sinh", x))
+_unary_math("tanh")(lambda b, x, r: _sub(b, _c(b, 1.0, x), _square(b, r())))
+_unary_math("asinh")(lambda b, x, r: _reciprocal_sqrt(b, _add(b, _square(b, x), _c(b, 1.0, x))))
+_unary_math("acosh")(lambda b, x, r: _reciprocal_sqrt(b, _sub(b, _square(b, x), _c(b, 1.0, x))))
+_unary_math("atanh")(lambda b, x, r: _div(b, _c(b, 1.0, x), _sub(b, _c(b, 1.0, x), _square(b, x))))
+for _name in ("floor", "ceil", "trunc", "rint"):
+    _unary_math(_name)(lambda b, x, r: None)
+_unary_math("erf")(lambda b, x, r: _mul(b, _c(b, 2.0 / math.sqrt(math.pi), x),
+                                        b.math("exp", b.unary("neg", _square(b, x)))))
+_unary_math("erfc")(lambda b, x, r: _mul(b, _c(b, -2.0 / math.sqrt(math.pi), x),
+                                         b.math("exp", b.unary("neg", _square(b, x)))))
+_unary_math("cbrt")(lambda b, x, r: _div(b, _c(b, 1.0, x), _mul(b, _c(b, 3.0, x), _square(b, r()))))
+_unary_math("gamma")(lambda b, x, r: _mul(b, r(), digamma(b, x)))
+_unary_math("lgamma")(lambda b, x, r: digamma(b, x))
+
+
+def digamma(b: Builder, x: Value) -> Value:
+    """psi(x), the derivative of lgamma, which the language has no function for: shifted
+    up by six with psi(x) = psi(x + 6) - sum 1/(x + k), then the asymptotic series;
+    reflected for x <= 0 with psi(x) = psi(1 - x) - pi / tan(pi x). Straight-line code,
+    accurate to about 1e-12 relative for float64."""
+    def positive(z):
+        total = _c(b, 0.0, z)
+        for k in range(6):
+            total = _add(b, total, _div(b, _c(b, 1.0, z), _add(b, z, _c(b, float(k), z))))
+        w = _add(b, z, _c(b, 6.0, z))
+        inverse_square = _div(b, _c(b, 1.0, w), _square(b, w))
+        # log(w) - 1/(2w) - 1/(12w^2) + 1/(120w^4) - 1/(252w^6) + 1/(240w^8) - 1/(132w^10)
+        series = _c(b, -1.0 / 132.0, z)
+        for coefficient in (1.0 / 240.0, -1.0 / 252.0, 1.0 / 120.0, -1.0 / 12.0):
+            series = _add(b, _mul(b, series, inverse_square), _c(b, coefficient, z))
+        series = _mul(b, series, inverse_square)
+        value = _sub(b, b.math("log", w), _div(b, _c(b, 0.5, z), w))
+        return _sub(b, _add(b, value, series), total)
+    reflected = _sub(b, positive(_sub(b, _c(b, 1.0, x), x)),
+                     _div(b, _c(b, math.pi, x), b.math("tan", _mul(b, _c(b, math.pi, x), x))))
+    return b.select(b.compare("gt", x, _c(b, 0.0, x)), positive(x), reflected)
+
+
+@partials_of(MATH["atan2"])
+def _atan2_partials(b, operands, result):
+    y, x = operands
+    norm = _add(b, _square(b, x), _square(b, y))
+    return [_div(b, x, norm), b.unary("neg", _div(b, y, norm))]
+
+
+@partials_of(MATH["hypot"])
+def _hypot_partials(b, operands, result):
+    x, y = operands
+    return [_div(b, x, result()), _div(b, y, result())]
+
+
+@partials_of(MATH["fmod"])
+def _fmod_partials(b, operands, result):
+    x, y = operands
+    return [ONE, b.unary("neg", b.math("trunc", _div(b, x, y)))]
+
+
+@partials_of(MATH["copysign"])
+def _copysign_partials(b, operands, result):
+    x, _ = operands
+    one = _c(b, 1.0, x)
+    return [_mul(b, b.math("copysign", one, x), b.math("copysign", one, result())), None]
+
+
+@partials_of(MATH["fmin"], MATH["fmax"])
+def _fmin_fmax_partials(b, operands, result):
+    x, _ = operands            # the result is x, or y when x is not kept
+    return _chosen(b, b.compare("eq", result(), x), x)
+
+
+def has_partials(definition: OpDefinition) -> bool:
+    return definition in PARTIALS
+
+
+def is_float(value: Value) -> bool:
+    return isinstance(value.type, T.ScalarType) and value.type.is_float

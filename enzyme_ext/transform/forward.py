@@ -1,0 +1,135 @@
+"""Forward mode: the tangent kernel, which computes the primal and, beside each active
+value, its tangent.
+
+Arithmetic follows the partials of `derivatives.PARTIALS`; a load from an active array
+also loads its shadow at the same indices, a store also stores the tangent, an
+`atomic_add` also adds the tangent into the shadow (its result, the shadow's old value,
+is the tangent of the primal's). Loop-carried values carry their tangents as block
+parameters beside them."""
+from __future__ import annotations
+
+from kernelkit.ir.builder import Builder
+from kernelkit.ir.definitions import (ATOMICS, BARRIER, LOAD, LOCALMEM, PRIVATE, STORE, Trait)
+from kernelkit.ir.function import Function
+from kernelkit.ir.ops import Op, Value
+
+from ..signature import FORWARD, Parameter
+from .activity import analyze, array_root, source_error
+from .clone import clone_with_parameters
+from .derivatives import MINUS_ONE, ONE, PARTIALS
+
+
+def tangent_kernel(kernel: Function, activities: list[str], parameters: list[Parameter]
+                   ) -> Function:
+    activity = analyze(kernel, activities)
+    clone, values, extra = clone_with_parameters(kernel, f"{kernel.name}.{FORWARD}",
+                                                 parameters)
+    active = {values[v] for v in activity.values}
+    arrays = {values[a] for a in activity.arrays}
+    Tangents(clone, active, arrays, extra, activities, kernel.params, values).run()
+    return clone
+
+
+class Tangents:
+    def __init__(self, function: Function, active: set, arrays: set, extra: dict,
+                 activities: list[str], primal_params, values: dict):
+        self.function = function
+        self.active = active
+        self.b = Builder(function)
+        self.tangent: dict[Value, Value] = {}
+        self.shadow: dict[Value, Value] = {}      # active array root -> its shadow
+        for index, param in enumerate(primal_params):
+            copy = values[param]
+            shadow = extra.get(("shadow", index))
+            if shadow is None:
+                continue
+            if copy in arrays:
+                self.shadow[copy] = shadow
+            elif copy in active:
+                self.tangent[copy] = shadow
+        self.arrays = arrays
+
+    def run(self) -> None:
+        blocks = self.function.reachable_blocks()
+        for block in blocks[1:]:   # the entry's are the kernel's: their tangents are given
+            for param in list(block.params):
+                if param in self.active:
+                    self.tangent[param] = block.add_param(param.type.strong, param.hint)
+        for block in blocks:
+            for op in list(block.ops):
+                self.b.position_after(op) if not op.is_terminator else \
+                    self.b.position_before(op)
+                self.b.loc = op.loc
+                self.differentiate(op)
+        for block in blocks:
+            terminator = block.terminator
+            self.b.position_before(terminator)
+            for successor in terminator.successors:
+                extra_args = [self.of(arg, param.type.strong)
+                              for param, arg in zip(successor.block.params, successor.args)
+                              if param in self.tangent]
+                successor.args.extend(extra_args)
+
+    def of(self, value: Value, type) -> Value:
+        """The tangent of `value` (zero for an inactive one), as `type`."""
+        tangent = self.tangent.get(value)
+        if tangent is None:
+            return self.b.constant(0.0, type)
+        return tangent if tangent.type == type else self.b.cast(tangent, type)
+
+    def differentiate(self, op: Op) -> None:
+        definition, b = op.definition, self.b
+        if op.is_terminator or definition is BARRIER:
+            return
+        if definition in (LOCALMEM, PRIVATE):
+            if op in self.arrays:
+                self.shadow[op] = b.op(definition, [], op.type, dict(op.attrs))
+            return
+        if definition is LOAD:
+            root = array_root(self.function, op, op.operands[0])
+            if op in self.active:
+                self.tangent[op] = b.op(LOAD, [self.shadow[root], *op.operands[1:]], op.type)
+            return
+        if definition is STORE:
+            root = array_root(self.function, op, op.operands[0])
+            if root in self.shadow:
+                value = op.operands[-1]
+                b.op(STORE, [self.shadow[root], *op.operands[1:-1],
+                             self.of(value, value.type.strong)])
+            return
+        if op.has(Trait.ATOMIC):
+            root = array_root(self.function, op, op.operands[0])
+            if root not in self.shadow:
+                return
+            if definition not in (ATOMICS["add"], ATOMICS["sub"]):
+                raise source_error(self.function, op, f"{op.opcode} of a differentiated float "
+                                   f"array has no derivative", "use atomic_add (or atomic_sub) "
+                                   "on differentiated arrays, or pass the array as Const")
+            value = op.operands[-1]
+            self.tangent[op] = b.op(definition, [self.shadow[root], *op.operands[1:-1],
+                                                 self.of(value, value.type.strong)], op.type)
+            return
+        if op not in self.active:
+            return
+        rule = PARTIALS.get(definition)
+        if rule is None:
+            raise source_error(self.function, op, f"there is no derivative rule for "
+                               f"'{op.opcode}' on values that carry derivatives",
+                               "compute this value from Const arguments only, or give the "
+                               "device function a custom rule (custom_jvp)")
+        partials = rule(b, op.operands, lambda: op)
+        total = None
+        for operand, partial in zip(op.operands, partials):
+            if operand not in self.tangent or partial is None:
+                continue
+            if callable(partial):
+                partial = partial()
+                if partial is None:
+                    continue
+            tangent = self.tangent[operand]
+            if tangent.type != op.type.strong:
+                tangent = b.cast(tangent, op.type.strong)
+            term = tangent if partial is ONE else b.unary("neg", tangent) \
+                if partial is MINUS_ONE else b.binary("mul", tangent, partial)
+            total = term if total is None else b.binary("add", total, term)
+        self.tangent[op] = total if total is not None else b.constant(0.0, op.type.strong)

@@ -1,0 +1,67 @@
+"""The AD compiler plugin: it makes the derivative kernels.
+
+A derivative kernel is the primal kernel's compiler job with a transform
+(`CompilerConfig.transforms`): the driver puts the marker `enzyme.derivative` at the
+start of the kernel, with the mode, one activity per parameter, the shadows' types and
+the work-group size as attributes. So everything the transform reads is in the
+IR text: a module dumped before AD and replayed offline gives the same kernel. In reverse
+mode it leaves the tape's layout (`sizing.TapeLayout`) in `module.notes['enzyme']` for
+the launch rule. The
+plugin runs on the target-neutral IR (device functions inlined, the generic passes
+run), so the tape layout and the derivative kernels are the same for every target."""
+from __future__ import annotations
+
+from kernelkit.compiler.plugins import Plugin
+from kernelkit.ir import types as T
+from kernelkit.ir.definitions import INTRINSIC
+from kernelkit.ir.function import Function, Module
+from kernelkit.ir.ops import Op
+
+from ..signature import AUGMENTED, FORWARD, MODES, derivative_parameters
+from .activity import source_error
+
+MARKER = "enzyme.derivative"
+
+
+def derivative_marker(kernel: Function) -> Op | None:
+    for op in kernel.entry.ops:
+        if op.definition is INTRINSIC and op.attrs["name"] == MARKER:
+            return op
+    return None
+
+
+class ADPlugin(Plugin):
+    name = "enzyme"
+    marker = MARKER
+
+    def cache_key(self) -> str:
+        return "enzyme-1"
+
+    def after_generic_passes(self, module: Module) -> None:
+        kernel = module.kernel
+        marker = derivative_marker(kernel)
+        if marker is None:
+            return
+        attrs = marker.attrs
+        mode, activities = attrs["mode"], list(attrs["activities"])
+        assert mode in MODES, mode
+        kernel.entry.ops.remove(marker)
+        types = [p.type for p in kernel.params]
+        if len(activities) != len(types):
+            raise source_error(kernel, None, f"{len(activities)} activities for a kernel of "
+                               f"{len(types)} parameters", "give one activity per argument")
+        shadows = [t if isinstance(t, T.IRType) else None for t in attrs["shadows"]]
+        parameters = derivative_parameters(mode, activities, list(kernel.arg_names), types,
+                                           shadows)
+        if mode == FORWARD:
+            from .forward import tangent_kernel
+            derivative = tangent_kernel(kernel, activities, parameters)
+        else:
+            from .reverse import reverse_kernels
+            from .sizing import tape_layout
+            augmented, reverse, plan = reverse_kernels(kernel, activities, shadows,
+                                                       tuple(attrs["workgroupsize"]))
+            derivative = augmented if mode == AUGMENTED else reverse
+            module.notes[self.name] = tape_layout(kernel, plan)
+        others = {name: f for name, f in module.functions.items() if f is not kernel}
+        module.functions = {derivative.name: derivative, **others}

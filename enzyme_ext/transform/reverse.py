@@ -1,0 +1,595 @@
+"""Reverse mode: the augmented forward kernel and the reverse kernel, from one analysis.
+
+The augmented forward kernel is the primal with pushes onto a per-work-item tape; the
+reverse kernel pops them in the opposite order. The tape is a stack: whatever the
+control flow (loops with any trip count, `break`, `continue`, early `return`), the
+reverse kernel replays the forward path backwards.
+
+- Control flow. A block with several predecessors pushes which edge entered it (an
+  extra block parameter carries the edge's number); the reverse of the block pops it
+  and goes back along that edge. A kernel with several `ret`s pushes which one it left
+  by. Each primal block B has a reverse block B': its header pops what B pushed and
+  recomputes what it can, its body runs the derivative rules of B's operations in
+  reverse order, and its end hands the adjoints of B's parameters to the arguments of
+  the edge it goes back along.
+- Values. A reverse rule asks for a primal value (`Reverse.primal`). Constants and
+  parameters are at hand; values the kernel's entry computes from them, the work-item
+  position and arrays it never writes are recomputed once at the start of the reverse
+  kernel; other values B computes that way are recomputed in B's header; everything
+  else (loop-carried values, loads from arrays the kernel writes, atomics' results,
+  values from other blocks) is pushed at the end of B and popped in B's header. So
+  only what cannot be recomputed is taped, and `Const` arrays are re-read.
+- Adjoints. An adjoint that stays in one block is an SSA value of its reverse block;
+  one that crosses blocks (loop-carried values, branch arguments, kernel parameters)
+  lives in a private cell, zeroed when its value's definition is reversed, so each
+  iteration's value starts from zero.
+- Memory. A load from a differentiated array adds the adjoint to the shadow (atomically
+  unless each work-item reads its own element); a store reads the shadow and zeroes it;
+  `atomic_add` reads it. Other atomics on differentiated floats are an error.
+- Barriers reverse to barriers, in the same place in the same uniform control flow."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kernelkit.ir import types as T
+from kernelkit.ir.builder import Builder
+from kernelkit.ir.definitions import (ADD, ASSUME, ATOMICS, BARRIER, BARRIER_ANY, COMPARISONS,
+                                      CONST, DIM, GROUP_ID, LOAD, LOCAL_ID, LOCALMEM, MUL,
+                                      NDRANGE, PRINT, PRIVATE, RET, STORE, Trait)
+from kernelkit.ir.function import Block, Function
+from kernelkit.ir.ops import Op, Value, constant_value, is_op
+
+from ..signature import AUGMENTED, REVERSE, derivative_parameters
+from .activity import Activity, analyze, array_root, source_error
+from .clone import clone_with_parameters
+from .derivatives import MINUS_ONE, ONE, PARTIALS
+
+FLOATS, INTEGERS = 0, 1   # the two stacks of the tape
+
+
+@dataclass
+class TapePlan:
+    """What the augmented forward kernel pushes, block by block, decided while the
+    reverse kernel is built (which asks for the values)."""
+    pushes: dict = field(default_factory=dict)        # block -> [values, in pop order]
+    edge_numbers: dict = field(default_factory=dict)  # block -> [(pred, successor index)]
+    exits: list = field(default_factory=list)          # blocks that return
+
+    def slots(self, block: Block) -> tuple[int, int]:
+        """(float slots, integer slots) one run of `block` pushes."""
+        floats = sum(1 for v in self.pushes.get(block, ()) if v.type.is_float)
+        integers = len(self.pushes.get(block, ())) - floats
+        integers += len(self.edge_numbers.get(block, ())) > 1
+        integers += len(self.exits) > 1 and block in self.exits
+        return floats, integers
+
+
+def reverse_kernels(kernel: Function, activities: list[str], shadows: list, workgroupsize
+                    ) -> tuple[Function, Function, TapePlan]:
+    """(the augmented forward kernel, the reverse kernel, the tape plan)."""
+    activity = analyze(kernel, activities)
+    names, types = list(kernel.arg_names), [p.type for p in kernel.params]
+    reverse = Reverse(kernel, activity, derivative_parameters(REVERSE, activities, names,
+                                                              types, shadows),
+                      tuple(workgroupsize))
+    reverse.build()
+    augmented = augmented_kernel(kernel, reverse.plan, derivative_parameters(
+        AUGMENTED, activities, names, types, shadows), tuple(workgroupsize))
+    return augmented, reverse.function, reverse.plan
+
+
+# -- shared pieces ------------------------------------------------------------------------------
+
+def linear_work_item(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
+    """The work-item's number in the ndrange, row-major (the last axis fastest, as the
+    GPU's threads are numbered)."""
+    linear = None
+    for axis, size in enumerate(workgroupsize):
+        group = b.op(GROUP_ID, [], T.int64, {"axis": axis})
+        local = b.op(LOCAL_ID, [], T.int64, {"axis": axis})
+        index = b.binary("add", b.binary("mul", group, b.constant(size, T.int64)), local)
+        if linear is None:
+            linear = index
+        else:
+            extent = b.op(NDRANGE, [], T.int64, {"axis": axis})
+            linear = b.binary("add", b.binary("mul", linear, extent), index)
+    return linear
+
+
+def global_axis(value: Value) -> int | None:
+    """The axis whose global index `value` is (`group_id * size + local_id`), or None."""
+    if is_op(value, LOCAL_ID):
+        return value.attrs["axis"]
+    if not is_op(value, ADD):
+        return None
+    for product, local in (value.operands, reversed(value.operands)):
+        if is_op(local, LOCAL_ID) and is_op(product, MUL):
+            group, size = product.operands
+            if is_op(size, GROUP_ID):
+                group, size = size, group
+            if is_op(group, GROUP_ID) and group.attrs["axis"] == local.attrs["axis"] and \
+                    constant_value(size) is not None:
+                return local.attrs["axis"]
+    return None
+
+
+def own_element(indices: list[Value], ndim: int) -> bool:
+    """Whether an access at `indices` touches an element no other work-item does: its
+    indices are the global indices of every axis of the ndrange, each once."""
+    axes = [global_axis(index) for index in indices]
+    return None not in axes and sorted(axes) == list(range(ndim))
+
+
+class Stacks:
+    """The tape's two stacks as a kernel sees them: a private cell per stack holding
+    how many slots are in use, and the tape arrays indexed [slot, work-item]."""
+
+    def __init__(self, b: Builder, entry: Block, tape: dict, work_item: Value):
+        self.b, self.tape, self.work_item = b, tape, work_item
+        b.position_at_end(entry)
+        self.cell = b.op(PRIVATE, [], T.ArrayType(T.int64, 1, "C", space="private", shape=(2,)))
+        self.arrays = (tape["tape_floats"], tape["tape_integers"])
+
+    def index(self, stack: int) -> Value:
+        return self.b.constant(stack, T.int64)
+
+    def set_counts(self, floats: Value, integers: Value) -> None:
+        b = self.b
+        b.op(STORE, [self.cell, self.index(FLOATS), floats])
+        b.op(STORE, [self.cell, self.index(INTEGERS), integers])
+
+    def push(self, value: Value) -> None:
+        b = self.b
+        stack = FLOATS if value.type.is_float else INTEGERS
+        array = self.arrays[stack]
+        top = b.op(LOAD, [self.cell, self.index(stack)], T.int64)
+        # Past the capacity the last slot is overwritten, and the count goes on: the
+        # launch rule finds the overflow from the counts and reports it.
+        capacity = b.op(DIM, [array], T.int64, {"axis": 0})
+        slot = b.binary("min", top, b.binary("sub", capacity, b.constant(1, T.int64)))
+        b.op(STORE, [array, slot, self.work_item, b.cast(value, array.type.dtype)])
+        b.op(STORE, [self.cell, self.index(stack), b.binary("add", top, b.constant(1, T.int64))])
+
+    def pop(self, type: T.ScalarType) -> Value:
+        b = self.b
+        stack = FLOATS if type.is_float else INTEGERS
+        top = b.binary("sub", b.op(LOAD, [self.cell, self.index(stack)], T.int64),
+                       b.constant(1, T.int64))
+        b.op(STORE, [self.cell, self.index(stack), top])
+        value = b.op(LOAD, [self.arrays[stack], top, self.work_item], self.arrays[stack].type.dtype)
+        return b.cast(value, type)
+
+    def counts(self) -> tuple[Value, Value]:
+        b = self.b
+        return tuple(b.op(LOAD, [self.cell, self.index(s)], T.int64) for s in (FLOATS, INTEGERS))
+
+
+# -- the reverse kernel -------------------------------------------------------------------------
+
+class Reverse:
+    def __init__(self, kernel: Function, activity: Activity, parameters, workgroupsize):
+        self.kernel = kernel
+        self.activity = activity
+        self.workgroupsize = workgroupsize
+        self.function = Function(f"{kernel.name}.{REVERSE}", [p.name for p in parameters],
+                                 is_kernel=True, source_file=kernel.source_file)
+        entry = self.function.add_block(Block(tuple(p.type for p in parameters)))
+        self.b = Builder(self.function)
+        self.params = {}     # primal parameter -> the reverse kernel's
+        self.extra = {}      # (role, index or field) -> parameter
+        for parameter, value in zip(parameters, entry.params):
+            value.hint = parameter.name
+            if parameter.role == "primal":
+                self.params[kernel.params[parameter.index]] = value
+            else:
+                self.extra[(parameter.role, parameter.field or parameter.index)] = value
+        self.shadows = {kernel.params[index]: value for (role, index), value in
+                        self.extra.items() if role == "shadow"}
+        self.plan = TapePlan()
+        self.order = kernel.reachable_blocks()
+        predecessors = {block: [] for block in self.order}
+        for block in self.order:
+            for position, successor in enumerate(block.terminator.successors):
+                predecessors[successor.block].append((block, position))
+        self.predecessors = predecessors
+        self.plan.edge_numbers = {block: edges for block, edges in predecessors.items()
+                                  if len(edges) > 1}
+        self.plan.exits = [block for block in self.order if block.terminator.definition is RET]
+        self.local_adjoints = self.find_local_values()
+        self.cells: dict[T.ScalarType, Op] = {}
+        self.slots: dict[Value, tuple[Op, int]] = {}
+        self.adjoints: dict[Value, Value] = {}      # SSA adjoints in the current block
+        self.available: dict[Value, Value] = {}     # primal values in the current block
+        self.global_values: dict[Value, Value] = {}
+        self.stacks: Stacks | None = None
+
+    def find_local_values(self) -> set:
+        """Op results defined and used in one block, never as a branch argument: their
+        adjoints stay SSA values of that block's reverse."""
+        users: dict = {}
+        for block in self.order:
+            for op in block.ops:
+                for operand in op.all_operands():
+                    users.setdefault(operand, []).append(op)
+        local = set()
+        for block in self.order:
+            for op in block.ops:
+                uses = users.get(op, [])
+                if all(use.block is block and not use.is_terminator for use in uses):
+                    local.add(op)
+        return local
+
+    # -- building -----------------------------------------------------------------------
+
+    def build(self) -> None:
+        b, function = self.b, self.function
+        entry = function.entry
+        b.position_at_end(entry)
+        self.work_item = linear_work_item(b, self.workgroupsize)
+        self.prologue = b.new_block()
+        self.headers = {block: b.new_block() for block in self.order}
+        self.bodies = {block: b.new_block() for block in self.order}
+        self.epilogue = b.new_block()
+        start = b.new_block()
+        for block in reversed(self.order):
+            self.reverse_block(block)
+        # Where the reverse begins: at the reverse of the block the forward left by.
+        b.position_at_end(start)
+        self.dispatch(self.plan.exits, lambda exit_block: self.headers[exit_block],
+                      lambda exit_block: None)
+        # The epilogue: each Active scalar's adjoint is this work-item's partial.
+        b.position_at_end(self.epilogue)
+        for (role, index), partials in self.extra.items():
+            if role == "partials":
+                param = self.kernel.params[index]
+                adjoint = self.take_adjoint(param)
+                b.op(STORE, [partials, self.work_item, b.cast(adjoint, T.float64)])
+        b.ret()
+        b.position_at_end(self.prologue)
+        b.br(start)
+        self.finish_entry()
+
+    def finish_entry(self) -> None:
+        """Size the adjoint cells, zero them, set the stacks' counts; enter the prologue."""
+        b = self.b
+        b.position_at_end(self.function.entry)
+        for type, cell in self.cells.items():
+            count = sum(1 for c, _ in self.slots.values() if c is cell)
+            cell.type = T.ArrayType(type, 1, "C", space="private", shape=(count,))
+            zero = b.constant(0.0, type)
+            for index in range(count):
+                b.op(STORE, [cell, b.constant(index, T.int64), zero])
+        if self.stacks is not None:
+            counts = self.extra[("tape", "tape_counts")]
+            b.position_at_end(self.function.entry)
+            self.stacks.b = b
+            self.stacks.set_counts(*(b.op(LOAD, [counts, b.constant(s, T.int64), self.work_item],
+                                           T.int64) for s in (FLOATS, INTEGERS)))
+        b.br(self.prologue)
+
+    def dispatch(self, choices: list, target, transfer) -> None:
+        """At the builder's block: go to `target(choice)` for the choice the forward
+        pushed (popped here when there are several), after `transfer(choice)`."""
+        b = self.b
+        if len(choices) == 1:
+            transfer(choices[0])
+            b.br(target(choices[0]))
+            return
+        number = self.stack().pop(T.int64)
+        for position, choice in enumerate(choices):
+            arm = b.new_block()
+            if position == len(choices) - 1:
+                b.br(arm)
+            else:
+                following = b.new_block()
+                b.cbr(b.emit(COMPARISONS["eq"], [number, b.constant(position, T.int64)],
+                             T.bool_), arm, [], following, [])
+            b.position_at_end(arm)
+            transfer(choice)
+            b.br(target(choice))
+            if position != len(choices) - 1:
+                b.position_at_end(following)
+
+    def stack(self) -> Stacks:
+        if self.stacks is None:
+            tape = {field: self.extra[("tape", field)] for field in ("tape_floats",
+                                                                      "tape_integers")}
+            insertion = (self.b.block, self.b.before)
+            self.stacks = Stacks(self.b, self.function.entry, tape, self.work_item)
+            self.b.block, self.b.before = insertion
+        return self.stacks
+
+    def reverse_block(self, block: Block) -> None:
+        b = self.b
+        self.block = block
+        self.adjoints, self.available = {}, {}
+        self.plan.pushes[block] = []
+        b.position_at_end(self.bodies[block])
+        for op in reversed(block.ops[:-1]):
+            b.loc = op.loc
+            self.reverse_op(op)
+        b.loc = block.ops[-1].loc if block.ops else None
+        if block is self.kernel.entry:   # its parameters' adjoints are the epilogue's
+            b.br(self.epilogue)
+        else:
+            params = [(param, self.take_adjoint(param)) for param in block.params
+                      if param in self.activity]
+
+            def transfer(edge):
+                predecessor, position = edge
+                args = predecessor.terminator.successors[position].args
+                for (param, adjoint) in params:
+                    self.accumulate(args[block.params.index(param)], adjoint)
+            self.dispatch(self.predecessors[block], lambda edge: self.headers[edge[0]], transfer)
+        b.position_at_end(self.headers[block])
+        b.br(self.bodies[block])
+
+    # -- primal values ----------------------------------------------------------------------
+
+    def primal(self, value: Value) -> Value:
+        """`value` as the reverse of the current block has it: recomputed or popped."""
+        if value in self.params:
+            return self.params[value]
+        found = self.available.get(value) or self.global_values.get(value)
+        if found is not None:
+            return found
+        if self.is_global(value):
+            return self.recompute(value, self.prologue, self.global_values)
+        b = self.b
+        insertion = (b.block, b.before)
+        if is_op(value, CONST) or (isinstance(value, Op) and value.block is self.block and
+                                   self.recomputable(value)):
+            result = self.recompute(value, self.headers[self.block], self.available)
+        else:
+            b.position_at_end(self.headers[self.block])
+            result = self.available[value] = self.stack().pop(value.type)
+            self.plan.pushes[self.block].append(value)
+        b.block, b.before = insertion
+        return result
+
+    def recomputable(self, op: Op) -> bool:
+        if op.definition is LOAD:
+            return array_root(self.kernel, op, op.operands[0]) not in self.activity.written
+        return op.is_pure and not op.has(Trait.LOOKS_THROUGH)
+
+    def is_global(self, value: Value) -> bool:
+        """Computed at the kernel's entry from parameters, constants, positions and arrays
+        the kernel never writes: the same everywhere in the kernel."""
+        if value in self.params or is_op(value, CONST):
+            return True
+        return isinstance(value, Op) and value.block is self.kernel.entry and \
+            self.recomputable(value) and all(self.is_global(v) for v in value.operands)
+
+    def recompute(self, op: Op, block: Block, cache: dict) -> Value:
+        operands = [self.primal(v) for v in op.operands]
+        b = self.b
+        insertion = (b.block, b.before)
+        b.position_at_end(block)
+        copy = b.op(op.definition, operands, op.type, dict(op.attrs))
+        b.block, b.before = insertion
+        cache[op] = copy
+        return copy
+
+    # -- adjoints -----------------------------------------------------------------------------
+
+    def slot(self, value: Value) -> tuple[Op, Value]:
+        type = value.type.strong
+        cell = self.cells.get(type)
+        if cell is None:
+            b = self.b
+            insertion = (b.block, b.before)
+            b.position_at_end(self.function.entry)
+            cell = self.cells[type] = b.op(PRIVATE, [], T.ArrayType(
+                type, 1, "C", space="private", shape=(1,)))
+            b.block, b.before = insertion
+        if value not in self.slots:
+            self.slots[value] = (cell, sum(1 for c, _ in self.slots.values() if c is cell))
+        cell, index = self.slots[value]
+        return cell, self.b.constant(index, T.int64)
+
+    def accumulate(self, value: Value, contribution: Value) -> None:
+        if value not in self.activity:
+            return
+        b = self.b
+        type = value.type.strong
+        if contribution.type != type:
+            contribution = b.cast(contribution, type)
+        if value in self.local_adjoints:
+            previous = self.adjoints.get(value)
+            self.adjoints[value] = contribution if previous is None else \
+                b.binary("add", previous, contribution)
+            return
+        cell, index = self.slot(value)
+        total = b.binary("add", b.op(LOAD, [cell, index], type), contribution)
+        b.op(STORE, [cell, index, total])
+
+    def take_adjoint(self, value: Value) -> Value:
+        """The adjoint of `value`, then zero for its next definition."""
+        b = self.b
+        type = value.type.strong
+        if value in self.local_adjoints:
+            return self.adjoints.pop(value, None) or b.constant(0.0, type)
+        cell, index = self.slot(value)
+        adjoint = b.op(LOAD, [cell, index], type)
+        b.op(STORE, [cell, index, b.constant(0.0, type)])
+        return adjoint
+
+    # -- the rules -----------------------------------------------------------------------------
+
+    def reverse_op(self, op: Op) -> None:
+        definition, b = op.definition, self.b
+        if definition is BARRIER:
+            b.op(BARRIER, [])
+            return
+        if definition is BARRIER_ANY:
+            raise source_error(self.kernel, op, "kk.synchronize_any is not differentiated yet",
+                               "use kk.synchronize() in kernels you differentiate")
+        if definition in (PRINT, ASSUME) or op.has(Trait.POSITION) or \
+                definition in (LOCALMEM, PRIVATE):
+            if definition in (LOCALMEM, PRIVATE) and op in self.activity.arrays:
+                raise source_error(self.kernel, op, "local and private arrays that hold "
+                                   "differentiated values are not differentiated yet",
+                                   "keep differentiated values in array arguments")
+            return
+        if definition is LOAD:
+            if op in self.activity:
+                self.reverse_load(op)
+            return
+        if definition is STORE:
+            if array_root(self.kernel, op, op.operands[0]) in self.activity.arrays:
+                self.reverse_store(op)
+            return
+        if op.has(Trait.ATOMIC):
+            if array_root(self.kernel, op, op.operands[0]) in self.activity.arrays:
+                self.reverse_atomic(op)
+            return
+        if op not in self.activity or self.adjoint_is_zero(op):
+            return
+        rule = PARTIALS.get(definition)
+        if rule is None:
+            raise source_error(self.kernel, op, f"there is no derivative rule for "
+                               f"'{op.opcode}' on values that carry derivatives",
+                               "compute this value from Const arguments only, or give the "
+                               "device function a custom rule (custom_vjp)")
+        adjoint = self.take_adjoint(op)
+        partials = rule(b, PrimalOperands(self, op), lambda: self.primal(op))
+        for operand, partial in zip(op.operands, partials):
+            if operand not in self.activity or partial is None:
+                continue
+            if callable(partial):
+                partial = partial()
+                if partial is None:
+                    continue
+            if partial is ONE:
+                self.accumulate(operand, adjoint)
+            elif partial is MINUS_ONE:
+                self.accumulate(operand, b.unary("neg", adjoint))
+            else:
+                self.accumulate(operand, b.binary("mul", adjoint, partial))
+
+    def shadow_of(self, op: Op) -> Value:
+        root = array_root(self.kernel, op, op.operands[0])
+        return self.shadows[root]
+
+    def indices(self, op: Op, values: int) -> list[Value]:
+        return [self.primal(v) for v in op.operands[1:len(op.operands) - values]]
+
+    def adjoint_is_zero(self, value: Value) -> bool:
+        """Nothing used `value` (an adjoint that stays in its block) in a way that carries
+        a derivative."""
+        return value in self.local_adjoints and value not in self.adjoints
+
+    def reverse_load(self, op: Op) -> None:
+        b = self.b
+        if self.adjoint_is_zero(op):
+            return
+        adjoint = self.take_adjoint(op)
+        shadow = self.shadow_of(op)
+        indices = self.indices(op, 0)
+        dtype = shadow.type.dtype
+        if own_element(op.operands[1:], len(self.workgroupsize)):
+            total = b.binary("add", b.op(LOAD, [shadow, *indices], dtype), b.cast(adjoint, dtype))
+            b.op(STORE, [shadow, *indices, total])
+        else:
+            b.op(ATOMICS["add"], [shadow, *indices, b.cast(adjoint, dtype)], dtype)
+
+    def reverse_store(self, op: Op) -> None:
+        b = self.b
+        shadow = self.shadow_of(op)
+        indices = self.indices(op, 1)
+        dtype = shadow.type.dtype
+        adjoint = b.op(LOAD, [shadow, *indices], dtype)
+        b.op(STORE, [shadow, *indices, b.constant(0.0, dtype)])
+        self.accumulate(op.operands[-1], adjoint)
+
+    def reverse_atomic(self, op: Op) -> None:
+        b = self.b
+        if op.definition not in (ATOMICS["add"], ATOMICS["sub"]):
+            raise source_error(self.kernel, op, f"{op.opcode} of a differentiated float "
+                               f"array has no derivative", "use atomic_add (or atomic_sub) on "
+                               "differentiated arrays, or pass the array as Const")
+        if op in self.activity and any(True for _ in self.uses_of(op)):
+            raise source_error(self.kernel, op, f"the result of {op.opcode} on a differentiated "
+                               f"array is used: its derivative depends on the order the "
+                               f"work-items ran in", "use the array's value after a "
+                               "barrier or in a later kernel instead")
+        shadow = self.shadow_of(op)
+        dtype = shadow.type.dtype
+        adjoint = b.op(LOAD, [shadow, *self.indices(op, 1)], dtype)
+        if op.definition is ATOMICS["sub"]:
+            adjoint = b.unary("neg", adjoint)
+        self.accumulate(op.operands[-1], adjoint)
+
+    def uses_of(self, value: Value):
+        for block in self.order:
+            for op in block.ops:
+                if any(operand is value for operand in op.all_operands()):
+                    yield op
+
+
+class PrimalOperands(Sequence):
+    """An operation's operands as the reverse kernel has them, each recomputed or popped
+    only when a rule reads it (the rule of `a + b` reads neither)."""
+
+    def __init__(self, reverse: Reverse, op: Op):
+        self.reverse, self.op = reverse, op
+        self.values: dict[int, Value] = {}
+
+    def __len__(self) -> int:
+        return len(self.op.operands)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        if index not in self.values:
+            self.values[index] = self.reverse.primal(self.op.operands[index])
+        return self.values[index]
+
+
+# -- the augmented forward kernel -----------------------------------------------------------------
+
+def augmented_kernel(kernel: Function, plan: TapePlan, parameters, workgroupsize) -> Function:
+    clone, values, extra = clone_with_parameters(kernel, f"{kernel.name}.{AUGMENTED}",
+                                                 parameters)
+    blocks = dict(zip(kernel.blocks, clone.blocks))   # clone_function keeps the order
+    b = Builder(clone)
+    entry = clone.entry
+    # The work-item's number and the stack cells, first thing in the kernel.
+    setup = Block()
+    setup.function = clone
+    b.position_at_end(setup)
+    work_item = linear_work_item(b, workgroupsize)
+    tape = {field: extra[("tape", field)] for field in ("tape_floats", "tape_integers")}
+    stacks = Stacks(b, setup, tape, work_item)
+    zero = b.constant(0, T.int64)
+    stacks.set_counts(zero, zero)
+    for op in setup.ops:
+        op.block = entry
+    entry.ops[:0] = setup.ops
+    for original, edges in plan.edge_numbers.items():
+        copy = blocks[original]
+        number = copy.add_param(T.int64, "edge")
+        for position, (predecessor, successor_index) in enumerate(edges):
+            terminator = blocks[predecessor].terminator
+            b.position_before(terminator)
+            terminator.successors[successor_index].args.append(b.constant(position, T.int64))
+        b.position_before(copy.ops[0])
+        stacks.b = b
+        stacks.push(number)
+    several_exits = len(plan.exits) > 1
+    counts = extra[("tape", "tape_counts")]
+    for original in kernel.reachable_blocks():
+        copy = blocks[original]
+        b.position_before(copy.terminator)
+        b.loc = copy.terminator.loc
+        stacks.b = b
+        for value in reversed(plan.pushes.get(original, ())):
+            stacks.push(values[value])
+        if original in plan.exits:
+            if several_exits:
+                stacks.push(b.constant(plan.exits.index(original), T.int64))
+            for stack, count in enumerate(stacks.counts()):
+                b.op(STORE, [counts, b.constant(stack, T.int64), work_item, count])
+    return clone
+
