@@ -54,6 +54,12 @@ def compiler_job_from_backend(backend, fn, argtypes, **options) -> CompilerJob:
     `k(backend, workgroupsize)`, or the plain function) specialized to `argtypes` (IR
     types, or example arguments), with `workgroupsize=` among the options (taken from a
     launch function, else the backend's default)."""
+    implementation = _dispatch.dispatch(type(backend))
+    if implementation is _default:
+        _load_entry_points()
+        implementation = _dispatch.dispatch(type(backend))
+        if implementation is _default:
+            raise _unregistered(backend)
     kernel = getattr(fn, "kernel", fn)
     function = getattr(kernel, "function", kernel)
     if not all(isinstance(t, IRType) for t in argtypes):
@@ -62,12 +68,6 @@ def compiler_job_from_backend(backend, fn, argtypes, **options) -> CompilerJob:
         size = getattr(fn, "workgroupsize", None)
         options["workgroupsize"] = size if size is not None else \
             backend.default_workgroupsize(1)
-    implementation = _dispatch.dispatch(type(backend))
-    if implementation is _default:
-        _load_entry_points()
-        implementation = _dispatch.dispatch(type(backend))
-        if implementation is _default:
-            raise _unregistered(backend)
     return implementation(backend, function, tuple(argtypes), **options)
 
 

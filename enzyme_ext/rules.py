@@ -167,6 +167,9 @@ class Rule:
 
     def augmented_forward(self, args, ndrange, workgroupsize) -> Tape:
         values, shadows = self.unwrap(args, AUGMENTED)
+        # The reverse kernel is compiled first: an error in it must come before the primal
+        # arrays are overwritten.
+        self.derivative(REVERSE, values, shadows, ndrange, workgroupsize)
         prepared, parameters, job, ndrange, workgroupsize = self.derivative(
             AUGMENTED, values, shadows, ndrange, workgroupsize)
         layout = tape_layout(job)

@@ -17,7 +17,7 @@ from kernelkit.ir.definitions import INTRINSIC
 from kernelkit.ir.function import Function, Module
 from kernelkit.ir.ops import Op
 
-from ..signature import AUGMENTED, FORWARD, MODES, derivative_parameters
+from ..signature import AUGMENTED, FORWARD, MODES, derivative_parameters, shadow_type
 from .activity import source_error
 
 MARKER = "enzyme.derivative"
@@ -50,7 +50,9 @@ class ADPlugin(Plugin):
         if len(activities) != len(types):
             raise source_error(kernel, None, f"{len(activities)} activities for a kernel of "
                                f"{len(types)} parameters", "give one activity per argument")
-        shadows = [t if isinstance(t, T.IRType) else None for t in attrs["shadows"]]
+        # A shadow's type not given (tape_type has no shadows): the primal's, writable.
+        shadows = [t if isinstance(t, T.IRType) else shadow_type(primal)
+                   for t, primal in zip(attrs["shadows"], types)]
         parameters = derivative_parameters(mode, activities, list(kernel.arg_names), types,
                                            shadows)
         if mode == FORWARD:

@@ -1,0 +1,152 @@
+"""The generic rule: one code path for every backend, reached through
+`compiler_job_from_backend`, which kernelkit's backends register as a third party's
+would; the tape's record is known from the parent job before any launch; the derivative
+kernels replay offline from a dump, byte for byte."""
+import os
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernelkit as kk
+from enzyme_ext import (Active, Const, Duplicated, Reverse, ReverseSplit, autodiff,
+                        autodiff_thunk, compiler_job_from_backend, tape_type)
+from kernelkit.compiler.job import CompilerJob
+from kernelkit.errors import BackendError
+
+HERE = Path(__file__).parent
+ROOT = Path(kk.__file__).resolve().parent.parent
+
+
+@kk.kernel
+def saxpy(y, a, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a * x[i] + y[i]
+
+
+@kk.kernel
+def power_loop(y, x, n):
+    i = kk.index(kk.Global)
+    p = 1.0
+    for _ in range(n):
+        p *= x[i]
+    y[i] = p
+
+
+def test_the_cpu_and_cuda_backends_register_through_the_public_entry_points():
+    names = {entry.name for entry in entry_points(group="enzyme_ext.backends")}
+    assert {"cpu", "cuda"} <= names
+    job = compiler_job_from_backend(kk.CPU(), saxpy, (np.ones(3), 2.0, np.ones(3)))
+    assert isinstance(job, CompilerJob)
+    assert job.source.qualname == "saxpy"
+
+
+def test_a_backend_without_a_method_gets_an_error_naming_its_type_and_how_to_register():
+    class Unknown:
+        pass
+    with pytest.raises(BackendError, match=r"Unknown.*compiler_job_from_backend.register"):
+        compiler_job_from_backend(Unknown(), saxpy, ())
+
+
+def test_a_third_party_backend_differentiates_through_its_registered_method(monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE.parent / "backends" / "third_party"))
+    from toy_backend import Serial
+
+    calls = []
+
+    @compiler_job_from_backend.register(Serial)
+    def serial_job(backend, function, argtypes, **options):
+        calls.append(function.__name__)
+        return backend.compiler_job(function, argtypes, **options)
+
+    backend = Serial()
+    n = 100
+    x = np.arange(n, dtype=np.float64)
+    y, dy, dx = np.ones(n), np.ones(n), np.zeros(n)
+    _, da, _ = autodiff(Reverse, saxpy(backend, 32), Duplicated(y, dy), Active(3.0),
+                        Duplicated(x, dx), ndrange=n)
+    assert calls and set(calls) == {"saxpy"}
+    np.testing.assert_array_equal(y, 3.0 * x + 1)
+    np.testing.assert_array_equal(dx, np.full(n, 3.0))
+    np.testing.assert_array_equal(dy, np.ones(n))
+    assert da == x.sum()
+
+
+def test_the_tape_record_is_known_from_the_parent_job_before_any_launch():
+    backend = kk.CPU()
+    x = np.ones(8)
+    job = compiler_job_from_backend(backend, saxpy(backend, 8), (x, 2.0, x))
+    record = tape_type(job, Reverse, (Duplicated, Active, Const))
+    assert record.names == ("tape_floats", "tape_integers", "tape_counts")
+    assert record["tape_floats"].shape == (0,)      # saxpy needs nothing taped
+
+    job = compiler_job_from_backend(backend, power_loop(backend, 8), (x, x, 5))
+    exact = tape_type(job, ReverseSplit, (Duplicated, Duplicated, Const),
+                      arguments=(x, x, 5))
+    assert exact["tape_floats"].shape[0] >= 5      # the loop-carried product, each trip
+    bigger = tape_type(job, ReverseSplit, (Duplicated, Duplicated, Const),
+                       arguments=(x, x, 50))
+    assert bigger["tape_floats"].shape[0] > exact["tape_floats"].shape[0]
+
+
+def test_reverse_is_built_from_the_two_halves_of_reverse_split():
+    backend = kk.CPU()
+    n = 64
+    x = np.linspace(0.5, 1.5, n)
+    results = []
+    for split in (False, True):
+        y, dy, dx = np.zeros(n), np.ones(n), np.zeros(n)
+        args = (Duplicated(y, dy), Duplicated(x.copy(), dx), Const(7))
+        if split:
+            forward, reverse = autodiff_thunk(ReverseSplit, power_loop(backend, 16),
+                                              Duplicated, Duplicated, Const)
+            tape = forward(*args, ndrange=n)
+            assert tape.items == n
+            assert reverse(*args, tape=tape, ndrange=n) == (None, None, None)
+        else:
+            assert autodiff(Reverse, power_loop(backend, 16), *args, ndrange=n) == \
+                (None, None, None)
+        results.append(dx)
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_allclose(results[0], 7 * x ** 6)
+
+
+@pytest.mark.parametrize("target", ["cpu", "sm_90"])
+def test_a_derivative_dumped_before_ad_replays_offline_byte_for_byte(target, tmp_path):
+    """The mode and activities travel in the IR text: `python -m kernelkit opt` on the
+    frontend's dump, in a fresh process with another hash seed, gives the in-process IR."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys, numpy as np, kernelkit as kk\n"
+        f"sys.path.insert(0, {str(HERE)!r})\n"
+        "from test_ad_generic_rule import power_loop\n"
+        "from enzyme_ext import autodiff, Reverse, Duplicated, Const\n"
+        f"b = kk.CPU() if {target!r} == 'cpu' else kk.CUDABackend.compile_only({target!r})\n"
+        "x = np.ones(8); y = np.zeros(8)\n"
+        "try:\n"
+        "    autodiff(Reverse, power_loop(b, 8), Duplicated(y, np.ones(8)),\n"
+        "             Duplicated(x, np.zeros(8)), Const(3), ndrange=8)\n"
+        "except Exception as error:\n"
+        "    assert type(error).__name__ == 'CompileOnlyError', error\n")
+    environment = dict(os.environ, PYTHONPATH=str(ROOT), KERNELKIT_DUMP=str(tmp_path / "dump"),
+                       KERNELKIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONHASHSEED="1")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            env=environment)
+    assert result.returncode == 0, result.stderr
+    directories = sorted((tmp_path / "dump").iterdir())
+    modes = set()
+    for directory in directories:
+        stages = sorted(directory.glob("*.kkir"))
+        frontend = stages[0].read_text()
+        if "enzyme.derivative" not in frontend:
+            continue
+        modes.add("augmented" if '"augmented"' in frontend else "reverse")
+        replay = subprocess.run([sys.executable, "-m", "kernelkit", "opt", str(stages[0]),
+                                 "--target", target], capture_output=True, text=True,
+                                env=dict(environment, PYTHONHASHSEED="2"))
+        assert replay.returncode == 0, replay.stderr
+        assert replay.stdout == stages[-1].read_text()
+    assert modes == {"augmented", "reverse"}
