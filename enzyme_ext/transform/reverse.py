@@ -97,6 +97,25 @@ def linear_work_item(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
     return linear
 
 
+def linear_local_item(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
+    """The work-item's number in its group, row-major."""
+    linear = None
+    for axis, size in enumerate(workgroupsize):
+        local = b.op(LOCAL_ID, [], T.int64, {"axis": axis})
+        linear = local if linear is None else \
+            b.binary("add", b.binary("mul", linear, b.constant(size, T.int64)), local)
+    return linear
+
+
+def unflatten(b: Builder, flat: Value, shape: tuple[int, ...]) -> list[Value]:
+    """The indices of element `flat` of a C-ordered array of `shape`."""
+    indices = []
+    for extent in reversed(shape[1:]):
+        indices.insert(0, b.binary("mod", flat, b.constant(extent, T.int64)))
+        flat = b.binary("floordiv", flat, b.constant(extent, T.int64))
+    return [flat, *indices]
+
+
 def global_axis(value: Value) -> int | None:
     """The axis whose global index `value` is (`group_id * size + local_id`), or None."""
     if is_op(value, LOCAL_ID):
@@ -227,6 +246,7 @@ class Reverse:
         entry = function.entry
         b.position_at_end(entry)
         self.work_item = linear_work_item(b, self.workgroupsize)
+        self.allocate_shadows()
         self.prologue = b.new_block()
         self.headers = {block: b.new_block() for block in self.order}
         self.bodies = {block: b.new_block() for block in self.order}
@@ -249,6 +269,41 @@ class Reverse:
         b.position_at_end(self.prologue)
         b.br(start)
         self.finish_entry()
+
+    def allocate_shadows(self) -> None:
+        """A zeroed shadow for each local or private array that holds active values: a
+        private one by its work-item, a local one by the group together (each work-item
+        a share, then a barrier)."""
+        b = self.b
+        group = 1
+        for size in self.workgroupsize:
+            group *= size
+        local_item = None
+        shared = False
+        for op in self.kernel.ops():
+            if op.definition not in (LOCALMEM, PRIVATE) or op not in self.activity.arrays:
+                continue
+            shadow = self.shadows[op] = b.op(op.definition, [], op.type, dict(op.attrs))
+            count = 1
+            for extent in op.type.shape:
+                count *= extent
+            zero = b.constant(0.0, op.type.dtype)
+            if op.definition is PRIVATE:
+                positions = [b.constant(e, T.int64) for e in range(count)]
+            else:
+                shared = True
+                if local_item is None:
+                    local_item = linear_local_item(b, self.workgroupsize)
+                last = b.constant(count - 1, T.int64)
+                # Every element gets a zero; where the group outnumbers them, several
+                # work-items write the same zero.
+                positions = [b.binary("min", b.binary("add", local_item,
+                                                      b.constant(k * group, T.int64)), last)
+                             for k in range(-(-count // group))]
+            for flat in positions:
+                b.op(STORE, [shadow, *unflatten(b, flat, op.type.shape), zero])
+        if shared:
+            b.op(BARRIER, [])
 
     def finish_entry(self) -> None:
         """Size the adjoint cells, zero them, set the stacks' counts; enter the prologue."""
@@ -425,12 +480,7 @@ class Reverse:
         if definition is BARRIER_ANY:
             raise source_error(self.kernel, op, "kk.synchronize_any is not differentiated yet",
                                "use kk.synchronize() in kernels you differentiate")
-        if definition in (PRINT, ASSUME) or op.has(Trait.POSITION) or \
-                definition in (LOCALMEM, PRIVATE):
-            if definition in (LOCALMEM, PRIVATE) and op in self.activity.arrays:
-                raise source_error(self.kernel, op, "local and private arrays that hold "
-                                   "differentiated values are not differentiated yet",
-                                   "keep differentiated values in array arguments")
+        if definition in (PRINT, ASSUME, LOCALMEM, PRIVATE) or op.has(Trait.POSITION):
             return
         if definition is LOAD:
             if op in self.activity:
@@ -488,11 +538,26 @@ class Reverse:
         shadow = self.shadow_of(op)
         indices = self.indices(op, 0)
         dtype = shadow.type.dtype
-        if own_element(op.operands[1:], len(self.workgroupsize)):
+        if self.own_element(op):
             total = b.binary("add", b.op(LOAD, [shadow, *indices], dtype), b.cast(adjoint, dtype))
             b.op(STORE, [shadow, *indices, total])
         else:
             b.op(ATOMICS["add"], [shadow, *indices, b.cast(adjoint, dtype)], dtype)
+
+    def own_element(self, op: Op) -> bool:
+        """Whether the element `op` accesses is one no other work-item touches: a private
+        array's, a local array's indexed by the work-item's local indices, a global
+        array's indexed by its global indices."""
+        root = array_root(self.kernel, op, op.operands[0])
+        indices = op.operands[1:len(op.operands) - (op.definition is not LOAD)]
+        ndim = len(self.workgroupsize)
+        if is_op(root, PRIVATE):
+            return True
+        if is_op(root, LOCALMEM):
+            axes = [index.attrs["axis"] if is_op(index, LOCAL_ID) else None
+                    for index in indices]
+            return None not in axes and sorted(axes) == list(range(ndim))
+        return own_element(indices, ndim)
 
     def reverse_store(self, op: Op) -> None:
         b = self.b
