@@ -19,6 +19,7 @@ from kernelkit.errors import CompileError, KernelkitError, LaunchError
 from kernelkit.lang.kernel import Launcher
 
 from .activities import (Activity, Active, Const, Duplicated, Mode, activity_class)
+from .device import translate_call
 from .jobs import compiler_job_from_backend, derivative_job
 from .reduce import deterministic_sum
 from .signature import AUGMENTED, FORWARD, REVERSE, derivative_parameters
@@ -34,7 +35,11 @@ def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
     others. Each `Duplicated` shadow holds the adjoint of the array's final contents on
     entry, and of its initial contents afterwards. Forward: the shadows of `Duplicated`
     arguments carry tangents in, and those of written arrays receive the output
-    tangents; returns ()."""
+    tangents; returns ().
+
+    Inside a kernel, `autodiff(Reverse, f, Active(x), Const(c))` gives the tuple of the
+    device function f's derivatives (0 for Const arguments) and `autodiff(Forward, f,
+    Duplicated(x, dx))` the tangent of its result."""
     if mode is Mode.FORWARD:
         Rule(launch, tuple(map(_activity_of, args)), max_iterations).forward(
             args, ndrange, workgroupsize)
@@ -46,6 +51,10 @@ def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
                                       max_iterations=max_iterations)
     tape = forward(*args, ndrange=ndrange, workgroupsize=workgroupsize)
     return reverse(*args, tape=tape, ndrange=ndrange, workgroupsize=workgroupsize)
+
+
+# Called inside a kernel, `autodiff` differentiates a device function (`device.py`).
+autodiff.__kernelkit_call__ = translate_call
 
 
 def autodiff_thunk(mode: Mode, launch, *activities, max_iterations: int = DEFAULT_MAX_ITERATIONS):

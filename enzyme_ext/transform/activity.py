@@ -65,12 +65,13 @@ class Activity:
         return [v in self.values for v in op.operands]
 
 
-def analyze(function: Function, activities: list[str]) -> Activity:
-    """The kernel's active values and arrays, found by iterating to a fixed point over its
-    operations and branch arguments."""
+def analyze(function: Function, activities: list[str], params=None) -> Activity:
+    """The function's active values and arrays, found by iterating to a fixed point over
+    its operations and branch arguments. `activities` are those of `params` (by default,
+    the function's parameters)."""
     result = Activity(function, activities)
     values, arrays = result.values, result.arrays
-    for param, activity in zip(function.params, activities):
+    for param, activity in zip(function.params if params is None else params, activities):
         if activity in DIFFERENTIATED:
             if is_float(param):
                 values.add(param)
@@ -114,8 +115,12 @@ def _transfer(function: Function, op: Op, values: set, arrays: set):
         if array_root(function, op, op.operands[0]) in arrays and is_float(op):
             new_values.append(op)
     elif definition is STORE or definition in ATOMICS.values() or definition is ATOMIC_CAS:
-        if any(v in values for v in op.operands[1:]) and is_float_array(op.operands[0]):
-            new_arrays.append(array_root(function, op, op.operands[0]))
+        root = array_root(function, op, op.operands[0])
+        # A local or private array holds what is stored into it; an argument's activity
+        # is the caller's to give (an active value stored into a Const one is an error).
+        if any(v in values for v in op.operands[1:]) and is_float_array(root) and \
+                root not in function.params:
+            new_arrays.append(root)
         if op.has(Trait.ATOMIC) and is_float(op) and \
                 array_root(function, op, op.operands[0]) in arrays:
             new_values.append(op)

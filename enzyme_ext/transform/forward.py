@@ -3,8 +3,8 @@ value, its tangent.
 
 Arithmetic follows the partials of `derivatives.PARTIALS`; a load from an active array
 also loads its shadow at the same indices, a store also stores the tangent, an
-`atomic_add` also adds the tangent into the shadow (its result, the shadow's old value,
-is the tangent of the primal's). Loop-carried values carry their tangents as block
+`atomic_add` also adds the tangent into the shadow (its result may not be used: its
+derivative would depend on the order the work-items ran in). Loop-carried values carry their tangents as block
 parameters beside them."""
 from __future__ import annotations
 
@@ -51,6 +51,8 @@ class Tangents:
 
     def run(self) -> None:
         blocks = self.function.reachable_blocks()
+        self.used = {operand for block in blocks for op in block.ops
+                     for operand in op.all_operands()}
         for block in blocks[1:]:   # the entry's are the kernel's: their tangents are given
             for param in list(block.params):
                 if param in self.active:
@@ -105,9 +107,14 @@ class Tangents:
                 raise source_error(self.function, op, f"{op.opcode} of a differentiated float "
                                    f"array has no derivative", "use atomic_add (or atomic_sub) "
                                    "on differentiated arrays, or pass the array as Const")
+            if op in self.used:
+                raise source_error(self.function, op, f"the result of {op.opcode} on a "
+                                   f"differentiated array is used: its derivative depends on "
+                                   f"the order the work-items ran in", "use the array's "
+                                   "value after a barrier or in a later kernel instead")
             value = op.operands[-1]
-            self.tangent[op] = b.op(definition, [self.shadow[root], *op.operands[1:-1],
-                                                 self.of(value, value.type.strong)], op.type)
+            b.op(definition, [self.shadow[root], *op.operands[1:-1],
+                              self.of(value, value.type.strong)], op.type)
             return
         if op not in self.active:
             return

@@ -18,6 +18,7 @@ from kernelkit.ir.function import Function, Module
 from kernelkit.ir.ops import Op
 
 from ..signature import AUGMENTED, FORWARD, MODES, derivative_parameters, shadow_type
+from ..device import MARKER as DEVICE_MARKER
 from .activity import source_error
 
 MARKER = "enzyme.derivative"
@@ -33,9 +34,14 @@ def derivative_marker(kernel: Function) -> Op | None:
 class ADPlugin(Plugin):
     name = "enzyme"
     marker = MARKER
+    markers = (MARKER, DEVICE_MARKER)
 
     def cache_key(self) -> str:
         return "enzyme-1"
+
+    def after_frontend(self, module: Module) -> None:
+        from .device import expand_device_autodiff
+        expand_device_autodiff(module)
 
     def after_generic_passes(self, module: Module) -> None:
         kernel = module.kernel

@@ -31,10 +31,15 @@ from .cache import code_fingerprint
 
 
 class Plugin:
-    """Subclass and override the hooks a plugin needs."""
+    """Subclass and override the hooks a plugin needs. A plugin with several markers
+    names them all in `markers` (`marker` is the first)."""
 
     name: str = "plugin"
     marker: str = ""
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (self.marker,)
 
     def after_frontend(self, module: Module) -> None:
         pass
@@ -93,7 +98,8 @@ def plugins_for(module: Module) -> list[Plugin]:
                 markers.setdefault(op.attrs["name"], (function, op))
     if not markers:   # most kernels: no need to look for installed plugins
         return []
-    by_marker = {plugin.marker: plugin for plugin in registered_plugins()}
+    by_marker = {marker: plugin for plugin in registered_plugins()
+                 for marker in plugin.markers}
     active = []
     for marker, (function, op) in markers.items():
         if marker not in by_marker:
@@ -105,5 +111,6 @@ def plugins_for(module: Module) -> list[Plugin]:
                 source_line=linecache.getline(loc.file, loc.line) if loc else None,
                 hint="register the plugin (kernelkit.compiler.plugins.register_plugin, or "
                      "the 'kernelkit.plugins' entry points) before compiling")
-        active.append(by_marker[marker])
+        if by_marker[marker] not in active:
+            active.append(by_marker[marker])
     return sorted(active, key=lambda plugin: plugin.name)

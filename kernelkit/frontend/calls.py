@@ -1,6 +1,8 @@
 """Calls: to the language's functions (the `intrinsics` table), to device functions
-(each translated once per argument types), to plugins' markers, and through function
-references made by `kk.deferred`.
+(each translated once per argument types), to plugins' markers, through function
+references made by `kk.deferred`, and to objects that give their calls a meaning of
+their own (`__kernelkit_call__(site)`, with a `CallSite`: how enzyme_ext's `autodiff` and
+custom derivative rules are called inside kernels).
 
 `Calls` is mixed into `translate.FunctionTranslator`; a callee is translated through
 `specialize.translate_function`, with the shared `TranslationContext`."""
@@ -30,6 +32,9 @@ class Calls:
         if handler is not None:
             return handler(self, node)
         target = function.value
+        hook = getattr(target, "__kernelkit_call__", None)
+        if hook is not None:
+            return hook(CallSite(self, node))
         if isinstance(target, pytypes.FunctionType):
             return self.call_device_function(target, node)
         if isinstance(target, Marker):
@@ -109,3 +114,43 @@ class Calls:
             self.context.specializations[key] = callee
         operands = [a for a in args if not isinstance(a, PyConst)]
         return self.builder.op("call", operands, callee.return_type, {"callee": callee.name})
+
+
+class CallSite:
+    """A call in a kernel, as an object's `__kernelkit_call__(site)` sees it: it reads the
+    arguments, asks for functions to be compiled into the module, and builds the
+    operation the call stands for (a plugin's marker, usually)."""
+
+    def __init__(self, translator, node: ast.Call):
+        self.translator = translator
+        self.node = node
+        self.arguments: list[ast.expr] = list(node.args)
+        self.keywords: dict[str, ast.expr] = {k.arg: k.value for k in node.keywords}
+
+    @property
+    def builder(self):
+        return self.translator.builder
+
+    def value(self, node: ast.expr):
+        """An argument's value: an IR value, or the Python object it names."""
+        value = self.translator.expr(node)
+        return value.value if isinstance(value, PyConst) else value
+
+    def call_of(self, node: ast.expr):
+        """(the Python object called, the argument nodes) for an argument that is itself
+        a call of a Python object (`Active(x)`), or None."""
+        if not isinstance(node, ast.Call) or node.keywords:
+            return None
+        callee = self.translator.expr(node.func)
+        return (callee.value, list(node.args)) if isinstance(callee, PyConst) else None
+
+    def reference(self, function, argtypes: tuple) -> Value:
+        """A `deferred` reference to the device function `function` compiled for
+        `argtypes` into this module; its type gives the result type."""
+        return self.translator.defer(function, tuple(argtypes), self.node)
+
+    def marker(self, name: str, operands: list[Value], result: T.IRType, attrs: dict) -> Value:
+        return self.builder.op("intrinsic", operands, result, dict(attrs, name=name))
+
+    def error(self, message: str, node: ast.AST | None = None, hint: str | None = None):
+        return self.translator.error(message, node if node is not None else self.node, hint)

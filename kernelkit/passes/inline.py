@@ -1,6 +1,8 @@
 """Inlines every device-function call into the kernel, so that the kernel is one
 function (device functions may not recurse, so this terminates). A call through a
-reference that `kk.deferred` made is a call of the referenced function."""
+reference that `kk.deferred` made is a call of the referenced function. A function the
+kernel still refers to afterwards (a `deferred` reference a plugin's marker holds) stays
+in the module, with its own calls inlined too."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,17 +20,28 @@ class Inline:
     name = "inline"
 
     def __call__(self, module: Module) -> None:
-        kernel = module.kernel
-        while True:
-            call = next((op for op in kernel.ops() if op.definition is CALL or
-                         op.definition is CALL_REF and _direct_reference(op)), None)
-            if call is None:
-                break
-            if call.definition is CALL_REF:
-                call = _as_direct_call(call)
-            inline_call(kernel, call, module.functions[call.attrs["callee"]])
+        kept = [module.kernel]
+        for function in kept:
+            inline_calls(function, module)
+            for op in function.ops():
+                if op.definition is DEFERRED:
+                    referenced = module.functions[op.attrs["function"]]
+                    if referenced not in kept:
+                        kept.append(referenced)
         # Device functions are now part of the kernel.
-        module.functions = {kernel.name: kernel}
+        module.functions = {function.name: function for function in kept}
+
+
+def inline_calls(function: Function, module: Module) -> None:
+    """Every call in `function`, inlined (with the calls of what it inlines)."""
+    while True:
+        call = next((op for op in function.ops() if op.definition is CALL or
+                     op.definition is CALL_REF and _direct_reference(op)), None)
+        if call is None:
+            return
+        if call.definition is CALL_REF:
+            call = _as_direct_call(call)
+        inline_call(function, call, module.functions[call.attrs["callee"]])
 
 
 def _direct_reference(call: Op) -> bool:
