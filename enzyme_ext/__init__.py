@@ -9,10 +9,11 @@ Everything backend-specific reaches it through `compiler_job_from_backend(backen
 argtypes)`, which each backend registers; the derivative kernels are made by a compiler
 plugin on kernelkit's IR (`enzyme_ext.transform`)."""
 from .activities import Active, Const, Duplicated, DuplicatedNoNeed, Forward, Reverse, ReverseSplit
+from .custom import custom_jvp, custom_vjp
 from .jobs import compiler_job_from_backend
 from .rules import autodiff, autodiff_thunk
 from .tape import Tape, tape_type
 
 __all__ = ["autodiff", "autodiff_thunk", "Forward", "Reverse", "ReverseSplit", "Const",
            "Active", "Duplicated", "DuplicatedNoNeed", "compiler_job_from_backend",
-           "tape_type", "Tape"]
+           "tape_type", "custom_vjp", "custom_jvp", "Tape"]

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 
 from kernelkit.errors import CompileError
 from kernelkit.ir import types as T
-from kernelkit.ir.definitions import (ATOMIC_CAS, ATOMICS, EXTRACT, LOAD, LOCALMEM, PRIVATE,
-                                      STORE, TUPLE, Trait)
+from kernelkit.ir.definitions import (ATOMIC_CAS, ATOMICS, EXTRACT, INTRINSIC, LOAD, LOCALMEM,
+                                      PRIVATE, STORE, TUPLE, Trait)
 from kernelkit.ir.function import Function
 from kernelkit.ir.ops import BlockParam, Op, Value, is_op
 
 from .derivatives import PARTIALS
 
 DIFFERENTIATED = ("active", "duplicated", "duplicated_no_need")
+CUSTOM_RULES = ("enzyme.custom_vjp", "enzyme.custom_jvp", "enzyme.custom_vjp_result")
 
 
 def source_error(function: Function, op: Op | None, message: str, hint: str) -> CompileError:
@@ -123,6 +124,10 @@ def _transfer(function: Function, op: Op, values: set, arrays: set):
             new_arrays.append(root)
         if op.has(Trait.ATOMIC) and is_float(op) and \
                 array_root(function, op, op.operands[0]) in arrays:
+            new_values.append(op)
+    elif definition is INTRINSIC and op.attrs["name"] in CUSTOM_RULES:
+        # A call with a custom rule carries the derivatives of its arguments.
+        if is_float(op) and any(v in values for v in op.operands):
             new_values.append(op)
     elif definition in PARTIALS or definition in (TUPLE, EXTRACT):
         if is_float(op) or definition is TUPLE:

@@ -92,7 +92,7 @@ def tangent_function(module: Module, function: Function, differentiated: list[bo
     primal_params = [p for p in clone.params if p not in extra.values()]
     activity = analyze(clone, activities, primal_params)
     tangents = Tangents(clone, activity.values, activity.arrays, extra, activities,
-                        primal_params, {p: p for p in primal_params})
+                        primal_params, {p: p for p in primal_params}, module)
     tangents.run()
     result = function.return_type
     clone.return_type = T.TupleType((result, result.strong))

@@ -8,32 +8,41 @@ derivative would depend on the order the work-items ran in). Loop-carried values
 parameters beside them."""
 from __future__ import annotations
 
+from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ATOMICS, BARRIER, LOAD, LOCALMEM, PRIVATE, STORE, Trait)
-from kernelkit.ir.function import Function
+from kernelkit.ir.definitions import (ATOMICS, BARRIER, INTRINSIC, LOAD, LOCALMEM, PRIVATE, STORE,
+                                      Trait)
+from kernelkit.ir.function import Function, Module
 from kernelkit.ir.ops import Op, Value
+from kernelkit.ir.rewriter import Rewriter
+from kernelkit.passes.inline import inline_call
 
 from ..signature import FORWARD, Parameter
 from .activity import analyze, array_root, source_error
+from ..custom import JVP_MARKER, VJP_MARKER
 from .clone import clone_with_parameters
+from .custom import (direct_call, erase_unused_references, plain_call,
+                     refuse_vjp_in_forward)
 from .derivatives import MINUS_ONE, ONE, PARTIALS
 
 
-def tangent_kernel(kernel: Function, activities: list[str], parameters: list[Parameter]
-                   ) -> Function:
+def tangent_kernel(kernel: Function, activities: list[str], parameters: list[Parameter],
+                   module: Module) -> Function:
     activity = analyze(kernel, activities)
     clone, values, extra = clone_with_parameters(kernel, f"{kernel.name}.{FORWARD}",
                                                  parameters)
     active = {values[v] for v in activity.values}
     arrays = {values[a] for a in activity.arrays}
-    Tangents(clone, active, arrays, extra, activities, kernel.params, values).run()
+    Tangents(clone, active, arrays, extra, activities, kernel.params, values, module).run()
     return clone
 
 
 class Tangents:
     def __init__(self, function: Function, active: set, arrays: set, extra: dict,
-                 activities: list[str], primal_params, values: dict):
+                 activities: list[str], primal_params, values: dict, module: Module):
         self.function = function
+        self.module = module
+        self.calls: list[Op] = []          # of custom rules, inlined at the end
         self.active = active
         self.b = Builder(function)
         self.tangent: dict[Value, Value] = {}
@@ -71,6 +80,8 @@ class Tangents:
                               for param, arg in zip(successor.block.params, successor.args)
                               if param in self.tangent]
                 successor.args.extend(extra_args)
+        for call in self.calls:
+            inline_call(self.function, call, self.module.functions[call.attrs["callee"]])
 
     def of(self, value: Value, type) -> Value:
         """The tangent of `value` (zero for an inactive one), as `type`."""
@@ -116,6 +127,9 @@ class Tangents:
             b.op(definition, [self.shadow[root], *op.operands[1:-1],
                               self.of(value, value.type.strong)], op.type)
             return
+        if definition is INTRINSIC and op.attrs["name"] in (VJP_MARKER, JVP_MARKER):
+            self.custom_rule(op)
+            return
         if op not in self.active:
             return
         rule = PARTIALS.get(definition)
@@ -140,3 +154,28 @@ class Tangents:
                 if partial is MINUS_ONE else b.binary("mul", tangent, partial)
             total = term if total is None else b.binary("add", total, term)
         self.tangent[op] = total if total is not None else b.constant(0.0, op.type.strong)
+
+    def custom_rule(self, op: Op) -> None:
+        """A call with a custom rule: a plain call when nothing it gets carries a
+        derivative; else its jvp, (result, tangent) = jvp(arguments, tangents)."""
+        b = self.b
+        if op not in self.active:
+            call = plain_call(self.function, op)
+            self.calls.append(direct_call(self.function, call))
+            return
+        if op.attrs["name"] == VJP_MARKER:
+            refuse_vjp_in_forward(self.function, op)
+        _, jvp, *args = op.operands
+        tangents = [self.of(a, a.type.strong if a.type.is_float else T.float64) for a in args]
+        call = b.op("call", [b.make_tuple(list(args)), b.make_tuple(tangents)],
+                    jvp.type.result, {"callee": jvp.attrs["function"]})
+        self.calls.append(call)
+        self.tangent[op] = b.cast(b.extract(call, 1), op.type.strong)
+        result = b.extract(call, 0)
+        rewriter = Rewriter(self.function)
+        rewriter.replace_op(op, result)
+        erase_unused_references(rewriter, op.operands[:2])
+        if op in self.used:
+            self.used.add(result)
+        self.tangent[result] = self.tangent[op]
+

@@ -18,6 +18,7 @@ from kernelkit.ir.function import Function, Module
 from kernelkit.ir.ops import Op
 
 from ..signature import AUGMENTED, FORWARD, MODES, derivative_parameters, shadow_type
+from ..custom import JVP_MARKER, VJP_MARKER
 from ..device import MARKER as DEVICE_MARKER
 from .activity import source_error
 
@@ -34,14 +35,17 @@ def derivative_marker(kernel: Function) -> Op | None:
 class ADPlugin(Plugin):
     name = "enzyme"
     marker = MARKER
-    markers = (MARKER, DEVICE_MARKER)
+    markers = (MARKER, DEVICE_MARKER, VJP_MARKER, JVP_MARKER)
 
     def cache_key(self) -> str:
         return "enzyme-1"
 
     def after_frontend(self, module: Module) -> None:
+        from .custom import plain_calls
         from .device import expand_device_autodiff
         expand_device_autodiff(module)
+        if derivative_marker(module.kernel) is None:
+            plain_calls(module)   # custom rules matter only to derivative kernels
 
     def after_generic_passes(self, module: Module) -> None:
         kernel = module.kernel
@@ -63,13 +67,13 @@ class ADPlugin(Plugin):
                                            shadows)
         if mode == FORWARD:
             from .forward import tangent_kernel
-            derivative = tangent_kernel(kernel, activities, parameters)
+            derivative = tangent_kernel(kernel, activities, parameters, module)
         else:
             from .reverse import reverse_kernels
             from .sizing import tape_layout
             augmented, reverse, plan = reverse_kernels(kernel, activities, shadows,
-                                                       tuple(attrs["workgroupsize"]))
+                                                       tuple(attrs["workgroupsize"]), module)
             derivative = augmented if mode == AUGMENTED else reverse
             module.notes[self.name] = tape_layout(kernel, plan)
-        others = {name: f for name, f in module.functions.items() if f is not kernel}
-        module.functions = {derivative.name: derivative, **others}
+        # Everything the derivative calls is inlined into it.
+        module.functions = {derivative.name: derivative}

@@ -37,12 +37,17 @@ from kernelkit.ir.builder import Builder
 from kernelkit.ir.definitions import (ADD, ASSUME, ATOMICS, BARRIER, BARRIER_ANY, COMPARISONS,
                                       CONST, DIM, GROUP_ID, LOAD, LOCAL_ID, LOCALMEM, MUL,
                                       NDRANGE, PRINT, PRIVATE, RET, STORE, Trait)
-from kernelkit.ir.function import Block, Function
+from kernelkit.ir.function import Block, Function, Module
 from kernelkit.ir.ops import Op, Value, constant_value, is_op
+from kernelkit.ir.rewriter import Rewriter
+from kernelkit.passes.inline import inline_call
 
 from ..signature import AUGMENTED, REVERSE, derivative_parameters
 from .activity import Activity, analyze, array_root, source_error
+from ..custom import VJP_MARKER
 from .clone import clone_with_parameters
+from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
+                     refuse_jvp_in_reverse)
 from .derivatives import MINUS_ONE, ONE, PARTIALS
 
 FLOATS, INTEGERS = 0, 1   # the two stacks of the tape
@@ -65,15 +70,21 @@ class TapePlan:
         return floats, integers
 
 
-def reverse_kernels(kernel: Function, activities: list[str], shadows: list, workgroupsize
-                    ) -> tuple[Function, Function, TapePlan]:
+def reverse_kernels(kernel: Function, activities: list[str], shadows: list, workgroupsize,
+                    module: Module) -> tuple[Function, Function, TapePlan]:
     """(the augmented forward kernel, the reverse kernel, the tape plan)."""
     activity = analyze(kernel, activities)
+    refuse_jvp_in_reverse(kernel, activity.values.__contains__)
+    if markers(kernel, VJP_MARKER):
+        expand_vjp(module, kernel, activity.values.__contains__)
+        activity = analyze(kernel, activities)
     names, types = list(kernel.arg_names), [p.type for p in kernel.params]
     reverse = Reverse(kernel, activity, derivative_parameters(REVERSE, activities, names,
                                                               types, shadows),
-                      tuple(workgroupsize))
+                      tuple(workgroupsize), module)
     reverse.build()
+    for call in reverse.calls:
+        inline_call(reverse.function, call, module.functions[call.attrs["callee"]])
     augmented = augmented_kernel(kernel, reverse.plan, derivative_parameters(
         AUGMENTED, activities, names, types, shadows), tuple(workgroupsize))
     return augmented, reverse.function, reverse.plan
@@ -187,8 +198,10 @@ class Stacks:
 # -- the reverse kernel -------------------------------------------------------------------------
 
 class Reverse:
-    def __init__(self, kernel: Function, activity: Activity, parameters, workgroupsize):
+    def __init__(self, kernel: Function, activity: Activity, parameters, workgroupsize,
+                 module: Module):
         self.kernel = kernel
+        self.module = module
         self.activity = activity
         self.workgroupsize = workgroupsize
         self.function = Function(f"{kernel.name}.{REVERSE}", [p.name for p in parameters],
@@ -222,6 +235,7 @@ class Reverse:
         self.available: dict[Value, Value] = {}     # primal values in the current block
         self.global_values: dict[Value, Value] = {}
         self.stacks: Stacks | None = None
+        self.calls: list[Op] = []         # of custom rules' backward functions
 
     def find_local_values(self) -> set:
         """Op results defined and used in one block, never as a branch argument: their
@@ -384,6 +398,8 @@ class Reverse:
 
     def primal(self, value: Value) -> Value:
         """`value` as the reverse of the current block has it: recomputed or popped."""
+        if is_marker(value, NO_DERIVATIVE):
+            return self.primal(value.operands[0])
         if value in self.params:
             return self.params[value]
         found = self.available.get(value) or self.global_values.get(value)
@@ -482,6 +498,10 @@ class Reverse:
                                "use kk.synchronize() in kernels you differentiate")
         if definition in (PRINT, ASSUME, LOCALMEM, PRIVATE) or op.has(Trait.POSITION):
             return
+        if is_marker(op, VJP_RESULT):
+            if op in self.activity:
+                self.reverse_custom(op)
+            return
         if definition is LOAD:
             if op in self.activity:
                 self.reverse_load(op)
@@ -517,6 +537,24 @@ class Reverse:
                 self.accumulate(operand, b.unary("neg", adjoint))
             else:
                 self.accumulate(operand, b.binary("mul", adjoint, partial))
+
+    def reverse_custom(self, op: Op) -> None:
+        """The custom rule's backward function on the residuals and the adjoint, one
+        adjoint per argument (inlined once the reverse kernel is built)."""
+        b = self.b
+        adjoint = self.take_adjoint(op)
+        count = op.attrs["residuals"]
+        residuals = [self.primal(v) for v in op.operands[1:1 + count]]
+        args = op.operands[1 + count:]
+        packed = b.make_tuple(residuals) if op.attrs["packed"] else residuals[0]
+        callee = op.attrs["backward"]
+        result_type = self.module.functions[callee].return_type
+        call = b.op("call", [packed, adjoint], result_type, {"callee": callee})
+        self.calls.append(call)
+        adjoints = [b.extract(call, i) for i in range(len(args))] \
+            if isinstance(result_type, T.TupleType) else [call]
+        for arg, value in zip(args, adjoints):
+            self.accumulate(arg, value)
 
     def shadow_of(self, op: Op) -> Value:
         root = array_root(self.kernel, op, op.operands[0])
@@ -656,5 +694,9 @@ def augmented_kernel(kernel: Function, plan: TapePlan, parameters, workgroupsize
                 stacks.push(b.constant(plan.exits.index(original), T.int64))
             for stack, count in enumerate(stacks.counts()):
                 b.op(STORE, [counts, b.constant(stack, T.int64), work_item, count])
+    # The primal of a call with a custom rule is the forward function's result.
+    rewriter = Rewriter(clone)
+    for op in markers(clone, NO_DERIVATIVE, VJP_RESULT):
+        rewriter.replace_op(op, op.operands[0])
     return clone
 
