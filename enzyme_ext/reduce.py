@@ -15,13 +15,14 @@ CHUNK = 64
 
 
 @kk.kernel
-def sum_chunks(sums, values: kk.Const, count, chunk):
+def sum_chunks(sums, values: kk.Const, count):
     i = kk.index(kk.Global)
-    start = i * chunk
-    stop = min(start + chunk, count)
+    start = i * CHUNK
     total = 0.0
-    for j in range(start, stop):
-        total += values[j]
+    for j in range(CHUNK):   # a constant trip count: unrolled, no loop per work-item
+        k = start + j
+        if k < count:
+            total += values[k]
     sums[i] = total
 
 
@@ -30,8 +31,8 @@ def deterministic_sum(backend, values) -> float:
     count = int(np.prod(np.shape(values)))
     while count > 1:
         groups = -(-count // CHUNK)
-        sums = backend.zeros(np.float64, groups)
-        sum_chunks(backend, 64)(sums, values, count, CHUNK, ndrange=groups)
+        sums = backend.allocate(np.float64, groups)
+        sum_chunks(backend, 64)(sums, values, count, ndrange=groups)
         values, count = sums, groups
     if count == 0:
         return 0.0

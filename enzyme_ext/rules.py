@@ -189,7 +189,7 @@ class Rule:
         arguments = [values[p.index] if p.role == "primal" else tape.arrays[p.field]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
-        if layout.loops and items:
+        if layout.loops and items and (floats or integers):
             self.check_capacity(tape, layout, (floats, integers))
         return tape
 
@@ -219,7 +219,8 @@ class Rule:
             raise LaunchError(f"kernel '{self.kernel.name}': the reverse pass must have the "
                               f"forward's ndrange and workgroupsize {tape.geometry}, not "
                               f"{(ndrange, workgroupsize)}")
-        partials = {p.index: self.backend.zeros(np.float64, tape.items)
+        # Every work-item writes its partial.
+        partials = {p.index: self.backend.allocate(np.float64, tape.items)
                     for p in parameters if p.role == "partials"}
         arguments = []
         for p in parameters:

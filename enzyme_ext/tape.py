@@ -68,12 +68,13 @@ class Tape:
         self.geometry = geometry
         self.kernel = kernel
         self.arrays = {}
+        used = any(record.fields[name][0].shape[0] for name in record.names[:2])
         for name in record.names:
             slots = record.fields[name][0].shape[0]
-            # A stack with no slot still gets one row: arrays of no elements are not
-            # every backend's to allocate.
-            self.arrays[name] = backend.zeros(record.fields[name][0].base,
-                                              (max(slots, 1), items))
+            # Every slot a work-item reads it wrote first, so the arrays are not zeroed; a
+            # kernel that tapes nothing still gets (1, 1) arrays for its parameters.
+            shape = (max(slots, 1), items) if used else (1, 1)
+            self.arrays[name] = backend.allocate(record.fields[name][0].base, shape)
 
     @property
     def nbytes(self) -> int:

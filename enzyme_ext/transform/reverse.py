@@ -61,6 +61,11 @@ class TapePlan:
     edge_numbers: dict = field(default_factory=dict)  # block -> [(pred, successor index)]
     exits: list = field(default_factory=list)          # blocks that return
 
+    @property
+    def uses_tape(self) -> bool:
+        return bool(self.edge_numbers) or len(self.exits) > 1 or \
+            any(self.pushes.values())
+
     def slots(self, block: Block) -> tuple[int, int]:
         """(float slots, integer slots) one run of `block` pushes."""
         floats = sum(1 for v in self.pushes.get(block, ()) if v.type.is_float)
@@ -656,6 +661,8 @@ def augmented_kernel(kernel: Function, plan: TapePlan, parameters, workgroupsize
     clone, values, extra = clone_with_parameters(kernel, f"{kernel.name}.{AUGMENTED}",
                                                  parameters)
     blocks = dict(zip(kernel.blocks, clone.blocks))   # clone_function keeps the order
+    if not plan.uses_tape:
+        return without_custom_markers(clone)
     b = Builder(clone)
     entry = clone.entry
     # The work-item's number and the stack cells, first thing in the kernel.
@@ -694,9 +701,13 @@ def augmented_kernel(kernel: Function, plan: TapePlan, parameters, workgroupsize
                 stacks.push(b.constant(plan.exits.index(original), T.int64))
             for stack, count in enumerate(stacks.counts()):
                 b.op(STORE, [counts, b.constant(stack, T.int64), work_item, count])
-    # The primal of a call with a custom rule is the forward function's result.
-    rewriter = Rewriter(clone)
-    for op in markers(clone, NO_DERIVATIVE, VJP_RESULT):
+    return without_custom_markers(clone)
+
+
+def without_custom_markers(function: Function) -> Function:
+    """The primal of a call with a custom rule is the forward function's result."""
+    rewriter = Rewriter(function)
+    for op in markers(function, NO_DERIVATIVE, VJP_RESULT):
         rewriter.replace_op(op, op.operands[0])
-    return clone
+    return function
 
