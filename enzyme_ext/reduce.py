@@ -31,7 +31,7 @@ def deterministic_sum(backend, values) -> float:
     count = int(np.prod(np.shape(values)))
     while count > 1:
         groups = -(-count // CHUNK)
-        sums = backend.allocate(np.float64, groups)
+        sums = backend.allocate(np.float64, (groups,))
         sum_chunks(backend, 64)(sums, values, count, ndrange=groups)
         values, count = sums, groups
     if count == 0:

@@ -220,7 +220,7 @@ class Rule:
                               f"forward's ndrange and workgroupsize {tape.geometry}, not "
                               f"{(ndrange, workgroupsize)}")
         # Every work-item writes its partial.
-        partials = {p.index: self.backend.allocate(np.float64, tape.items)
+        partials = {p.index: self.backend.allocate(np.float64, (tape.items,))
                     for p in parameters if p.role == "partials"}
         arguments = []
         for p in parameters:

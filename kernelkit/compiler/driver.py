@@ -16,6 +16,7 @@ from ..ir.definitions import CALL_REF, DEFERRED, INTRINSIC, PRINT
 from ..ir.function import Module
 from ..ir.ops import Location, Op
 from ..ir.printer import print_module
+from ..ir.types import IRType, parse_type
 from ..ir.verifier import verify_module
 from ..passes import Pipeline
 from .cache import CacheEntry, cache_key, disk_cache
@@ -41,7 +42,13 @@ class CompiledKernel:
     def parameters(self) -> tuple[str, ...]:
         """The compiled kernel's parameter names, in order: the Python function's, or
         those a plugin gave the kernel it made (a derivative kernel has more)."""
-        return tuple(self.info["parameters"])
+        return tuple(name for name, _ in self.info["parameters"])
+
+    @property
+    def parameter_types(self) -> tuple[IRType, ...]:
+        """The compiled kernel's parameter types (its job's argument types, unless a
+        plugin made the kernel)."""
+        return tuple(parse_type(type_name) for _, type_name in self.info["parameters"])
 
     def assembly(self) -> str:
         if self._llvm_module is None:  # loaded from the disk cache
@@ -171,7 +178,8 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
     llvm_module.triple = target.triple()
     llvm_module.data_layout = target.datalayout()
     info = dict(target.emit_kernel(llvm_module, module, job) or {})
-    info["parameters"] = list(kernel.arg_names)
+    info["parameters"] = [[name, param.type.name]
+                          for name, param in zip(kernel.arg_names, kernel.params)]
     dump = Dump.for_job(job)
     if dump is not None:
         dump.text("llvm.ll", str(llvm_module))

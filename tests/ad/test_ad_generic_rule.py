@@ -53,7 +53,9 @@ def test_a_backend_without_a_method_gets_an_error_naming_its_type_and_how_to_reg
 
 def test_a_third_party_backend_differentiates_through_its_registered_method(monkeypatch):
     monkeypatch.syspath_prepend(str(HERE.parent / "backends" / "third_party"))
+    monkeypatch.delitem(sys.modules, "toy_backend", raising=False)
     from toy_backend import Serial
+    monkeypatch.setitem(sys.modules, "toy_backend", sys.modules["toy_backend"])
 
     calls = []
 

@@ -770,7 +770,7 @@ def _launch(function, grid, block, shared, stream, params, extra):
     compiled = compile_job(CompilerJob(job.source, config))
     sizes = job.config.workgroupsize
     assert block[:len(sizes)] == tuple(reversed(sizes)), "block = work-group, x last"
-    layout = ArgumentLayout(job.source.argtypes, len(sizes))
+    layout = ArgumentLayout(compiled.parameter_types, len(sizes))
     record = ctypes.string_at(VOID_P.from_address(params).value, layout.size)  # copied now
     # The work-groups the grid covers. A coarsened kernel (backends/cuda/thread.py)
     # launched with fewer blocks than groups along its first axis (CUDA's last used
