@@ -15,6 +15,9 @@ SAXPY_GROUP = 256
 STENCIL_GROUP = (1, 256)  # one row segment per group: contiguous loads along j
 MATMUL_GROUP = (TILE, TILE)
 LAUNCH_GROUP = 1
+SIN_GROUP = 256
+SIN_SIZE = 1_000_000      # elements of the sin(x) * x cases on the CPU, quick or full
+MATMUL_REVERSE_MAX = 256  # largest matmul edge differentiated: its tape grows as edge**3
 
 
 @kk.kernel
@@ -94,3 +97,9 @@ def group_sums(partial, x: kk.Const, n):
 def increment(a):
     i = kk.index(kk.Global)
     a[i] = a[i] + 1.0
+
+
+@kk.kernel
+def sin_times_x(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = kk.sin(x[i]) * x[i]

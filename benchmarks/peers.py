@@ -7,7 +7,9 @@ its users write array code (element-wise expressions, its own matmul and sum).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
 
 import numpy as np
 
@@ -53,6 +55,9 @@ class NumpyPeer:
 
     def increment(self, a) -> None:
         a += ONE
+
+    def sin_times_x(self, y, x) -> None:
+        np.multiply(np.sin(x, out=y), x, out=y)
 
 
 class NumbaPeer:
@@ -111,6 +116,9 @@ print(time.perf_counter() - start)
     def increment(self, a) -> None:
         self._compiled()["increment"](a)
 
+    def sin_times_x(self, y, x) -> None:
+        self._compiled()["sin_times_x"](y, x)
+
     def _compiled(self) -> dict:
         """Define the jitted functions on first use, so that numba is imported only when
         it is benchmarked; each compiles on its first call (the warm-up)."""
@@ -167,8 +175,13 @@ def _define_numba_functions() -> dict:
         for i in prange(a.size):
             a[i] += ONE
 
+    @njit(parallel=True)
+    def sin_times_x(y, x):
+        for i in prange(y.size):
+            y[i] = np.sin(x[i]) * x[i]
+
     return {"saxpy": saxpy, "copy": copy, "stencil5": stencil5, "matmul": matmul, "total": total,
-            "increment": increment}
+            "increment": increment, "sin_times_x": sin_times_x}
 
 
 class CupyPeer:
@@ -234,6 +247,10 @@ print(time.perf_counter() - start)
     def increment(self, a) -> None:
         a += ONE
 
+    def sin_times_x(self, y, x) -> None:
+        import cupy
+        cupy.multiply(cupy.sin(x), x, out=y)
+
 
 class TorchPeer:
     """PyTorch CUDA tensors: in-place tensor operations, cuBLAS matmul."""
@@ -279,6 +296,166 @@ class TorchPeer:
 
     def increment(self, a) -> None:
         a.add_(1.0)
+
+    def sin_times_x(self, y, x) -> None:
+        import torch
+        torch.mul(torch.sin(x), x, out=y)
+
+
+# ---------------------------------------------------------------------------------------
+# Gradient peers: the gradient of loss(x) = sum(sin(x) * x), as each library's users write
+# it. `prepare(x)` takes the host input once (outside the clock); `gradient(state)`
+# computes the gradient on the library's device and `to_numpy` reads it back, for the
+# check. `gpu` picks the library's GPU device instead of its CPU one.
+
+
+class JaxGradPeer:
+    """`jax.jit(jax.grad(loss))` of the array expression `jnp.sum(jnp.sin(x) * x)`."""
+
+    name = "jax"
+
+    def __init__(self, gpu: bool = False) -> None:
+        self.gpu = gpu
+        self._function = None
+
+    def unavailable_reason(self) -> str | None:
+        if importlib.util.find_spec("jax") is None:
+            return "jax is not installed"
+        try:
+            self._device()
+        except Exception as error:  # noqa: BLE001 - no such device for JAX
+            return f"jax has no {'GPU' if self.gpu else 'CPU'} device: {error}"
+        return None
+
+    def _device(self):
+        import jax
+        return jax.devices("gpu" if self.gpu else "cpu")[0]
+
+    def prepare(self, x: np.ndarray):
+        import jax
+        import jax.numpy as jnp
+        if self._function is None:
+            self._function = jax.jit(jax.grad(lambda v: jnp.sum(jnp.sin(v) * v)))
+        return jax.device_put(x, self._device())
+
+    def gradient(self, x):
+        return self._function(x).block_until_ready()
+
+    def to_numpy(self, gradient) -> np.ndarray:
+        return np.asarray(gradient)
+
+
+class WarpTapePeer:
+    """A Warp kernel that atomically adds sin(x[i]) * x[i] into a one-element loss,
+    recorded on a `wp.Tape`; `tape.backward(loss=loss)` fills `x.grad`. Each gradient
+    first resets the tape (its recorded launches and the gradients) and zeroes the loss,
+    as a training step does."""
+
+    name = "warp"
+
+    def __init__(self, gpu: bool = False) -> None:
+        self.gpu = gpu
+        self._kernel = None
+
+    def unavailable_reason(self) -> str | None:
+        if importlib.util.find_spec("warp") is None:
+            return "warp-lang is not installed"
+        if self.gpu:
+            try:
+                import warp as wp
+                if not wp.is_cuda_available():
+                    return "warp has no CUDA device here"
+            except Exception as error:  # noqa: BLE001
+                return f"warp cannot start: {error}"
+        return None
+
+    def prepare(self, x: np.ndarray):
+        # Warp prints its banner and its kernel's compilation on stdout: to stderr, away
+        # from the table.
+        with contextlib.redirect_stdout(sys.stderr):
+            return self._prepare(x)
+
+    def _prepare(self, x: np.ndarray):
+        import warp as wp
+        if self._kernel is None:
+            @wp.kernel
+            def sin_times_x_loss(x: wp.array(dtype=wp.float32), loss: wp.array(dtype=wp.float32)):
+                i = wp.tid()
+                wp.atomic_add(loss, 0, wp.sin(x[i]) * x[i])
+            self._kernel = sin_times_x_loss
+        device = "cuda:0" if self.gpu else "cpu"
+        values = wp.array(x, dtype=wp.float32, device=device, requires_grad=True)
+        loss = wp.zeros(1, dtype=wp.float32, device=device, requires_grad=True)
+        state = values, loss, wp.Tape(), device
+        self.gradient(state)  # compiles the kernel
+        return state
+
+    def gradient(self, state):
+        import warp as wp
+        values, loss, tape, device = state
+        tape.reset()
+        loss.zero_()
+        with tape:
+            wp.launch(self._kernel, dim=values.shape[0], inputs=[values, loss], device=device)
+        tape.backward(loss=loss)
+        wp.synchronize_device(device)
+        return values.grad
+
+    def to_numpy(self, gradient) -> np.ndarray:
+        return gradient.numpy()
+
+
+class TaichiTapePeer:
+    """A Taichi kernel whose parallel loop adds sin(x[i]) * x[i] into a scalar loss
+    field, run under `ti.ad.Tape(loss=loss)`, which zeroes the gradients, seeds the loss
+    and runs the kernel's adjoint: `x.grad` holds the gradient."""
+
+    name = "taichi"
+
+    def __init__(self, gpu: bool = False) -> None:
+        self.gpu = gpu
+        self._fields = {}
+
+    def unavailable_reason(self) -> str | None:
+        if importlib.util.find_spec("taichi") is None:
+            return "taichi is not installed"
+        return None
+
+    def prepare(self, x: np.ndarray):
+        import taichi as ti
+        n = x.shape[0]
+        if n not in self._fields:
+            if not self._fields:
+                ti.init(arch=ti.cuda if self.gpu else ti.cpu, log_level=ti.ERROR)
+                if self.gpu and ti.lang.impl.current_cfg().arch != ti.cuda:
+                    raise RuntimeError("taichi has no CUDA device here (it fell back to "
+                                       "the CPU)")
+            values = ti.field(dtype=ti.f32, shape=n, needs_grad=True)
+            loss = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
+
+            @ti.kernel
+            def sin_times_x_loss():
+                for i in values:
+                    loss[None] += ti.sin(values[i]) * values[i]
+            self._fields[n] = (values, loss, sin_times_x_loss)
+        values, loss, kernel = self._fields[n]
+        values.from_numpy(x)
+        return values, loss, kernel
+
+    def gradient(self, state):
+        import taichi as ti
+        values, loss, kernel = state
+        with ti.ad.Tape(loss=loss):
+            kernel()
+        ti.sync()
+        return values.grad
+
+    def to_numpy(self, gradient) -> np.ndarray:
+        return gradient.to_numpy()
+
+
+GRADIENT_PEERS = (JaxGradPeer, WarpTapePeer, TaichiTapePeer)
+"""The peers of the gradient case, in column order; each optional."""
 
 
 PEERS = {"cpu": (NumpyPeer, NumbaPeer), "cuda": (CupyPeer, TorchPeer)}

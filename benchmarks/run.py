@@ -20,6 +20,14 @@ PyTorch on the GPU. On the GPU, memory-bound cases are also measured against the
 device-to-device copy bandwidth of the same run (the driver's memcpy of a buffer the
 size of saxpy's arrays), counting bytes read and written.
 
+The automatic-differentiation cases (`enzyme_ext`): `<case>_reverse` times
+`autodiff(Reverse, k(backend, wg), ...)` (augmented forward and reverse) next to the
+primal launch, in a column "primal" (kk/primal is reverse / primal), after checking the
+derivatives against analytic ones; `grad_sin_x` times the gradient of sum(sin(x) * x)
+next to the optional gradient peers (`peers.GRADIENT_PEERS`: JAX, Warp, Taichi;
+`pip install -e '.[bench-ad]'`); `ad_cold_compile` and `ad_warm_start` time the first
+autodiff call in a fresh interpreter, with an empty and with a filled cache.
+
 The `_debug` cases run a case again on a backend with bounds checks (`debug=True`, as
 KERNELKIT_DEBUG=1 gives), so the table shows what leaving them on costs.
 
@@ -116,16 +124,20 @@ class Context:
 
 @dataclass(frozen=True, slots=True)
 class RatioTarget:
-    """kernelkit's median time may be at most `limit` times the primary peer's."""
+    """kernelkit's median time may be at most `limit` times the primary peer's (or, with
+    `peer`, that column's: "primal" for the reverse-mode cases)."""
 
     limit: float
+    peer: str | None = None
 
     def describe(self, primary: str | None) -> str:
-        return f"kk/{primary} <= {self.limit:g}" if primary else f"ratio <= {self.limit:g}"
+        against = self.peer or primary
+        return f"kk/{against} <= {self.limit:g}" if against else f"ratio <= {self.limit:g}"
 
     def verdict(self, measurement: Measurement, primary: str | None,
                 reference: float | None = None) -> str:
-        peer = measurement.peers.get(primary) if primary else None
+        against = self.peer or primary
+        peer = measurement.peers.get(against) if against else None
         if measurement.kernelkit is None or peer is None:
             return "n/a"
         return "PASS" if measurement.kernelkit.median <= self.limit * peer.median else "FAIL"
@@ -164,6 +176,25 @@ class BandwidthTarget:
             return "n/a"
         achieved = measurement.bytes_moved / measurement.kernelkit.median
         return "PASS" if achieved >= self.fraction * reference else "FAIL"
+
+
+@dataclass(frozen=True, slots=True)
+class FasterThanPeersTarget:
+    """kernelkit's median time must be below that of each of `peers` that ran (n/a when
+    none did)."""
+
+    peers: tuple[str, ...]
+
+    def describe(self, primary: str | None) -> str:
+        return f"kk < {', '.join(self.peers)}"
+
+    def verdict(self, measurement: Measurement, primary: str | None,
+                reference: float | None = None) -> str:
+        ran = [measurement.peers[name] for name in self.peers if measurement.peers.get(name)]
+        if measurement.kernelkit is None or not ran:
+            return "n/a"
+        return "PASS" if all(measurement.kernelkit.median < peer.median for peer in ran) \
+            else "FAIL"
 
 
 # ---------------------------------------------------------------------------------------
@@ -581,6 +612,321 @@ def bench_import(ctx: Context) -> Measurement:
                         lambda: (_import_time("import kernelkit", repeats), None), peers=peers)
 
 
+# ---------------------------------------------------------------------------------------
+# Automatic differentiation (enzyme_ext): reverse mode next to the primal, a gradient
+# next to JAX, Warp and Taichi, and the derivative kernels' compile time.
+
+
+def sin_size(ctx: Context) -> int:
+    """n of the sin(x) * x cases: 1M on the CPU; on a GPU saxpy's (larger than its cache)."""
+    return ctx.sizes.saxpy if ctx.backend_name == "cuda" else kernels.SIN_SIZE
+
+
+def bench_sin_x(ctx: Context) -> Measurement:
+    """The primal of the AD cases' y = sin(x) * x, float32."""
+    n = sin_size(ctx)
+    x_host = np.random.default_rng(0).random(n, dtype=np.float32) * np.float32(4.0)
+    expected = np.sin(x_host.astype(np.float64)) * x_host
+
+    def arguments():
+        return (kk.zeros(ctx.backend, np.float32, n), kk.to_backend(ctx.backend, x_host)), n
+
+    def check(args) -> bool:
+        return agrees(kk.to_numpy(args[0]), expected, rtol=1e-6)
+
+    return _memory_bound_case(ctx, f"{n:,}", "sin_times_x",
+                              kernels.sin_times_x(ctx.backend, kernels.SIN_GROUP), arguments,
+                              check, (np.zeros(n, np.float32), x_host), bytes_moved=2 * 4 * n)
+
+
+def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1) -> Measurement:
+    """Reverse mode of one launch next to the primal launch, timed alike, both on the
+    run's backend: `setup()` gives (primal arguments, activities, ndrange), the
+    activities wrapping the same arrays, with fresh shadows; `check(activities,
+    derivatives)` judges the first `autodiff(Reverse, launch, *activities)`. A timed
+    reverse run is `calls` such calls (augmented forward, reverse, and the sums of the
+    Active scalars' derivatives) and one wait. The timed calls reuse the shadows as the
+    first call left them: what the kernels do does not depend on the adjoints' values.
+    The ratio column kk/primal is reverse / primal."""
+    from enzyme_ext import Reverse, autodiff
+
+    primal_state = {}
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        arguments, activities, ndrange = setup()
+        derivatives = autodiff(Reverse, launch, *activities, ndrange=ndrange)
+        kk.synchronize(ctx.backend)
+        correct = check(activities, derivatives)
+        primal_state["arguments"], primal_state["ndrange"] = arguments, ndrange
+
+        def run() -> None:
+            for _ in range(calls):
+                autodiff(Reverse, launch, *activities, ndrange=ndrange)
+            kk.synchronize(ctx.backend)
+
+        return measure(run, ctx.sizes.repeats, calls), correct
+
+    def primal() -> dict[str, Timing | None]:
+        arguments, ndrange = primal_state["arguments"], primal_state["ndrange"]
+
+        def run() -> None:
+            for _ in range(calls):
+                launch(*arguments, ndrange=ndrange)
+            kk.synchronize(ctx.backend)
+
+        return {"primal": measure(run, ctx.sizes.repeats, calls)}
+
+    return measure_case(size, kernelkit_side, peers=primal)
+
+
+def _close(actual, expected, rtol: float) -> bool:
+    return abs(actual - expected) <= rtol * max(abs(expected), 1e-30)
+
+
+def bench_saxpy_reverse(ctx: Context) -> Measurement:
+    """y = a * x + y with y, x Duplicated and a Active: dx += a * dy, da = sum(x * dy),
+    and dy (the adjoint of y's initial contents) stays dy."""
+    from enzyme_ext import Active, Duplicated
+    n = ctx.sizes.saxpy
+    rng = np.random.default_rng(0)
+    x_host = rng.random(n, dtype=np.float32)
+    y_host = rng.random(n, dtype=np.float32)
+    seed = rng.random(n, dtype=np.float32)
+    a = np.float32(2.0)
+
+    def setup():
+        y, x = kk.to_backend(ctx.backend, y_host.copy()), kk.to_backend(ctx.backend, x_host)
+        dy = kk.to_backend(ctx.backend, seed.copy())
+        dx = kk.zeros(ctx.backend, np.float32, n)
+        return (y, a, x), (Duplicated(y, dy), Active(a), Duplicated(x, dx)), n
+
+    def check(activities, derivatives) -> bool:
+        dy, dx = kk.to_numpy(activities[0].shadow), kk.to_numpy(activities[2].shadow)
+        da = float(np.dot(x_host.astype(np.float64), seed))
+        return (agrees(dx, float(a) * seed.astype(np.float64), rtol=1e-6)
+                and agrees(dy, seed, rtol=0.0) and _close(derivatives[1], da, 1e-5))
+
+    return _reverse_case(ctx, f"{n:,}", kernels.saxpy(ctx.backend, kernels.SAXPY_GROUP),
+                         setup, check, calls=calls_per_run(ctx, 3 * 4 * n))
+
+
+def bench_stencil_reverse(ctx: Context) -> Measurement:
+    """One heat step with out and u Duplicated and alpha Active (as in
+    examples/ad_kernel.py): each interior point's adjoint goes back to u's five points."""
+    from enzyme_ext import Active, Duplicated
+    edge = ctx.sizes.stencil
+    rng = np.random.default_rng(0)
+    u_host = rng.random((edge, edge), dtype=np.float32)
+    seed = rng.random((edge, edge), dtype=np.float32)
+    alpha = np.float32(0.2)
+    inner = seed.astype(np.float64)[1:-1, 1:-1]
+    u64 = u_host.astype(np.float64)
+    expected_du = np.zeros((edge, edge))
+    expected_du[1:-1, 1:-1] += (1.0 - 4.0 * float(alpha)) * inner
+    for rows, cols in ((slice(None, -2), slice(1, -1)), (slice(2, None), slice(1, -1)),
+                       (slice(1, -1), slice(None, -2)), (slice(1, -1), slice(2, None))):
+        expected_du[rows, cols] += float(alpha) * inner
+    laplacian = (u64[:-2, 1:-1] + u64[2:, 1:-1] + u64[1:-1, :-2] + u64[1:-1, 2:]
+                 - 4.0 * u64[1:-1, 1:-1])
+    expected_dalpha = float(np.sum(inner * laplacian))
+
+    def setup():
+        out, u = kk.to_backend(ctx.backend, u_host.copy()), kk.to_backend(ctx.backend, u_host)
+        dout = kk.to_backend(ctx.backend, seed.copy())
+        du = kk.zeros(ctx.backend, np.float32, (edge, edge))
+        return ((out, u, alpha), (Duplicated(out, dout), Duplicated(u, du), Active(alpha)),
+                (edge - 2, edge - 2))
+
+    def check(activities, derivatives) -> bool:
+        du = kk.to_numpy(activities[1].shadow)
+        return agrees(du, expected_du, rtol=1e-5) and _close(derivatives[2], expected_dalpha,
+                                                             1e-4)
+
+    interior = (edge - 2) ** 2
+    return _reverse_case(ctx, f"{edge}x{edge}",
+                         kernels.stencil5(ctx.backend, kernels.STENCIL_GROUP), setup, check,
+                         calls=calls_per_run(ctx, 4 * (edge * edge + interior)))
+
+
+def bench_sin_x_reverse(ctx: Context) -> Measurement:
+    """y = sin(x) * x with y and x Duplicated: dx += dy * (cos(x) * x + sin(x)), and dy
+    (the adjoint of y's overwritten contents) becomes 0."""
+    from enzyme_ext import Duplicated
+    n = sin_size(ctx)
+    rng = np.random.default_rng(0)
+    x_host = rng.random(n, dtype=np.float32) * np.float32(4.0)
+    seed = rng.random(n, dtype=np.float32)
+    x64 = x_host.astype(np.float64)
+    expected = seed * (np.cos(x64) * x64 + np.sin(x64))
+
+    def setup():
+        y, x = kk.zeros(ctx.backend, np.float32, n), kk.to_backend(ctx.backend, x_host)
+        dy = kk.to_backend(ctx.backend, seed.copy())
+        dx = kk.zeros(ctx.backend, np.float32, n)
+        return (y, x), (Duplicated(y, dy), Duplicated(x, dx)), n
+
+    def check(activities, derivatives) -> bool:
+        return (agrees(kk.to_numpy(activities[1].shadow), expected, rtol=1e-6)
+                and not np.any(kk.to_numpy(activities[0].shadow)))
+
+    return _reverse_case(ctx, f"{n:,}", kernels.sin_times_x(ctx.backend, kernels.SIN_GROUP),
+                         setup, check, calls=calls_per_run(ctx, 2 * 4 * n))
+
+
+def bench_matmul_tiled_reverse(ctx: Context) -> Measurement:
+    """C = A @ B (the local-memory kernel) with C, A, B Duplicated: dA = dC @ B.T,
+    dB = A.T @ dC. The edge is at most kernels.MATMUL_REVERSE_MAX: the tape holds every
+    work-item's tile loads, so it grows as edge**3 (563 MB at 256)."""
+    from enzyme_ext import Duplicated
+    edge = min(ctx.sizes.matmul, kernels.MATMUL_REVERSE_MAX)
+    rng = np.random.default_rng(0)
+    a_host = rng.random((edge, edge), dtype=np.float32)
+    b_host = rng.random((edge, edge), dtype=np.float32)
+    seed = rng.random((edge, edge), dtype=np.float32)
+    expected_da = seed.astype(np.float64) @ b_host.T.astype(np.float64)
+    expected_db = a_host.T.astype(np.float64) @ seed.astype(np.float64)
+
+    def setup():
+        a, b = kk.to_backend(ctx.backend, a_host), kk.to_backend(ctx.backend, b_host)
+        c = kk.zeros(ctx.backend, np.float32, (edge, edge))
+        dc = kk.to_backend(ctx.backend, seed.copy())
+        da = kk.zeros(ctx.backend, np.float32, (edge, edge))
+        db = kk.zeros(ctx.backend, np.float32, (edge, edge))
+        return ((c, a, b, edge), (Duplicated(c, dc), Duplicated(a, da), Duplicated(b, db), edge),
+                (edge, edge))
+
+    def check(activities, derivatives) -> bool:
+        return (agrees(kk.to_numpy(activities[1].shadow), expected_da, rtol=1e-4)
+                and agrees(kk.to_numpy(activities[2].shadow), expected_db, rtol=1e-4))
+
+    return _reverse_case(ctx, f"{edge}x{edge}",
+                         kernels.matmul_tiled(ctx.backend, kernels.MATMUL_GROUP), setup, check)
+
+
+def bench_grad_sin_x(ctx: Context) -> Measurement:
+    """The gradient of loss(x) = sum(sin(x) * x), float32, as a user of each library
+    writes it. kernelkit: the elementwise kernel y = sin(x) * x (kernels.sin_times_x,
+    no atomics), differentiated with `autodiff(Reverse, ...)` seeded with dy = ones, the
+    gradient of a sum; each gradient allocates its y, dy = ones and dx = zeros, as JAX's
+    returns a new array. The peers (`peers.GRADIENT_PEERS`, each optional): jax.jit of
+    jax.grad; a Warp kernel adding into a loss with wp.Tape; a Taichi kernel adding into
+    a loss field with ti.ad.Tape; on the GPU backend, each on its GPU. Each gradient is
+    checked against cos(x) * x + sin(x) before it is timed (a wrong peer is left out).
+    --threads does not reach the gradient peers (JAX and Taichi use every core, Warp's
+    CPU kernels run on one thread)."""
+    from enzyme_ext import Duplicated, Reverse, autodiff
+    from peers import GRADIENT_PEERS
+    n = sin_size(ctx)
+    x_host = np.random.default_rng(0).random(n, dtype=np.float32) * np.float32(4.0)
+    x64 = x_host.astype(np.float64)
+    expected = np.cos(x64) * x64 + np.sin(x64)
+    gpu = ctx.backend_name == "cuda"
+    launch = kernels.sin_times_x(ctx.backend, kernels.SIN_GROUP)
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        x = kk.to_backend(ctx.backend, x_host)
+
+        def gradient():
+            y = kk.allocate(ctx.backend, np.float32, n)
+            dy = kk.ones(ctx.backend, np.float32, n)
+            dx = kk.zeros(ctx.backend, np.float32, n)
+            autodiff(Reverse, launch, Duplicated(y, dy), Duplicated(x, dx), ndrange=n)
+            kk.synchronize(ctx.backend)
+            return dx
+
+        correct = agrees(kk.to_numpy(gradient()), expected, rtol=1e-6)
+        return measure(gradient, ctx.sizes.repeats), correct
+
+    peers, states = [peer_class(gpu=gpu) for peer_class in GRADIENT_PEERS], {}
+    for peer in peers:
+        reason = peer.unavailable_reason()
+        if reason:
+            print(f"  {peer.name}: skipped ({reason})", file=sys.stderr)
+            continue
+        try:
+            state = peer.prepare(x_host)
+            result = peer.to_numpy(peer.gradient(state))
+        except Exception:  # noqa: BLE001 - a failing optional peer is left out
+            print(traceback.format_exc(), file=sys.stderr)
+            continue
+        if agrees(result, expected, rtol=1e-5):
+            states[peer.name] = state
+        else:
+            print(f"  {peer.name}: left out (wrong gradient)", file=sys.stderr)
+
+    def measure_peers_ad() -> dict[str, Timing | None]:
+        return {peer.name: (measure(lambda p=peer: p.gradient(states[p.name]),
+                                    ctx.sizes.repeats) if peer.name in states else None)
+                for peer in peers}
+
+    return measure_case(f"{n:,}", kernelkit_side, peers=measure_peers_ad)
+
+
+AD_COMPILE_SCRIPT = """
+import time
+import numpy as np
+import kernelkit as kk
+from enzyme_ext import Duplicated, Reverse, autodiff
+
+@kk.kernel
+def sin_times_x_{token}(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = kk.sin(x[i]) * x[i]
+
+backend = {backend}
+n = 1024
+x = kk.ones(backend, np.float32, n)
+y = kk.zeros(backend, np.float32, n)
+launch = sin_times_x_{token}(backend, 256)
+launch(y, x, ndrange=n)  # the primal is compiled and run first
+kk.synchronize(backend)
+
+def gradient():
+    dy = kk.ones(backend, np.float32, n)
+    dx = kk.zeros(backend, np.float32, n)
+    kk.synchronize(backend)
+    start = time.perf_counter()
+    autodiff(Reverse, launch, Duplicated(y, dy), Duplicated(x, dx), ndrange=n)
+    kk.synchronize(backend)
+    return time.perf_counter() - start
+
+first = gradient()
+again = gradient()
+print(first, first - again)  # the first autodiff call; less a second one's launches
+"""
+
+
+def bench_ad_cold_compile(ctx: Context) -> Measurement:
+    """Compiling both derivative kernels of y = sin(x) * x (augmented forward and
+    reverse) in a fresh interpreter with an empty cache, after the primal was compiled
+    and run: the first `autodiff(Reverse, ...)` call less a second one (its launches,
+    n = 1024). Every sample names the kernel afresh."""
+    backend = BACKEND_EXPRESSIONS[ctx.backend_name]
+
+    def kernelkit_side() -> tuple[Timing, None]:
+        samples = [fresh_python_script(AD_COMPILE_SCRIPT.format(
+                       token=uuid.uuid4().hex[:12], backend=backend))
+                   for _ in range(ctx.sizes.process_repeats)]
+        return Timing.from_samples(samples), None
+
+    return measure_case("sin(x)*x, both kernels", kernelkit_side, peers={})
+
+
+def bench_ad_warm_start(ctx: Context) -> Measurement:
+    """The same first `autodiff(Reverse, ...)` call (less a second one) in a fresh
+    interpreter when an earlier process compiled the derivative kernels: disk cache hits."""
+    backend = BACKEND_EXPRESSIONS[ctx.backend_name]
+
+    def kernelkit_side() -> tuple[Timing, None]:
+        script = AD_COMPILE_SCRIPT.format(token="warm", backend=backend)
+        with tempfile.TemporaryDirectory() as directory:
+            fresh_python_script(script, directory)          # compiles and fills the cache
+            return Timing.from_samples([fresh_python_script(script, directory)
+                                        for _ in range(ctx.sizes.process_repeats)]), None
+
+    return measure_case("sin(x)*x, cache hit", kernelkit_side, peers={})
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
     name: str
@@ -607,6 +953,22 @@ CASES = (
                               "cuda": AbsoluteTarget(0.03, "ms")}, bench_warm_start),
     Case("import", "s", {"cpu": AbsoluteTarget(0.3, "s"), "cuda": AbsoluteTarget(0.3, "s")},
          bench_import),
+    # Automatic differentiation: reverse mode (kk) next to the primal (kk/primal =
+    # reverse / primal), the gradient next to JAX, Warp and Taichi, compile times.
+    Case("sin_x", "ms", {}, bench_sin_x),
+    Case("saxpy_reverse", "ms", {"cpu": RatioTarget(2.5, "primal"),
+                                 "cuda": RatioTarget(3.0, "primal")}, bench_saxpy_reverse),
+    Case("stencil_reverse", "ms", {"cpu": RatioTarget(2.5, "primal"),
+                                   "cuda": RatioTarget(3.0, "primal")}, bench_stencil_reverse),
+    Case("sin_x_reverse", "ms", {"cpu": RatioTarget(2.5, "primal"),
+                                 "cuda": RatioTarget(3.0, "primal")}, bench_sin_x_reverse),
+    Case("matmul_tiled_reverse", "ms", {}, bench_matmul_tiled_reverse),
+    Case("grad_sin_x", "ms", {"cpu": FasterThanPeersTarget(("jax", "warp", "taichi"))},
+         bench_grad_sin_x),
+    Case("ad_cold_compile", "s", {"cpu": AbsoluteTarget(0.3, "s"),
+                                  "cuda": AbsoluteTarget(0.3, "s")}, bench_ad_cold_compile),
+    Case("ad_warm_start", "ms", {"cpu": AbsoluteTarget(0.03, "ms"),
+                                 "cuda": AbsoluteTarget(0.03, "ms")}, bench_ad_warm_start),
 )
 
 
@@ -768,7 +1130,6 @@ def main(argv: list[str] | None = None) -> int:
     if gpu:
         ctx.reference["copy_bandwidth"] = device_copy_bandwidth(ctx)
     primary = PRIMARY_PEER.get(args.backend)
-    peer_names = [peer.name for peer in peers]
 
     results = []
     for case in CASES:
@@ -782,6 +1143,11 @@ def main(argv: list[str] | None = None) -> int:
             measurement = Measurement("", None, {}, error=describe_error(exc))
         results.append((case, measurement))
 
+    # The backend's peers, then the columns only some cases have (the primal of the
+    # reverse-mode cases, the gradient peers), in the order they first appear.
+    peer_names = [peer.name for peer in peers]
+    for _, measurement in results:
+        peer_names += [name for name in measurement.peers if name not in peer_names]
     rows = result_rows(results, peer_names, ctx, primary)
     print(f"\nkernelkit benchmarks, backend {args.backend}"
           f"{' (quick sizes)' if args.quick else ''}; medians of the pooled runs\n")
