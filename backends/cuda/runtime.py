@@ -22,7 +22,6 @@ import ctypes.util
 import dataclasses
 import functools
 import gc
-import inspect
 import math
 import os
 import struct

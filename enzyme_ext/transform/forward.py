@@ -4,8 +4,8 @@ value, its tangent.
 Arithmetic follows the partials of `derivatives.PARTIALS`; a load from an active array
 also loads its shadow at the same indices, a store also stores the tangent, an
 `atomic_add` also adds the tangent into the shadow (its result may not be used: its
-derivative would depend on the order the work-items ran in). Loop-carried values carry their tangents as block
-parameters beside them."""
+derivative would depend on the order the work-items ran in). Loop-carried values carry
+their tangents as block parameters beside them. A call with a custom rule is its jvp."""
 from __future__ import annotations
 
 from kernelkit.ir import types as T

@@ -21,6 +21,11 @@ from ..signature import AUGMENTED, FORWARD, MODES, derivative_parameters, shadow
 from ..custom import JVP_MARKER, VJP_MARKER
 from ..device import MARKER as DEVICE_MARKER
 from .activity import source_error
+from .custom import plain_calls
+from .device import expand_device_autodiff
+from .forward import tangent_kernel
+from .reverse import reverse_kernels
+from .sizing import tape_layout
 
 MARKER = "enzyme.derivative"
 
@@ -41,8 +46,6 @@ class ADPlugin(Plugin):
         return "enzyme-1"
 
     def after_frontend(self, module: Module) -> None:
-        from .custom import plain_calls
-        from .device import expand_device_autodiff
         expand_device_autodiff(module)
         if derivative_marker(module.kernel) is None:
             plain_calls(module)   # custom rules matter only to derivative kernels
@@ -63,14 +66,11 @@ class ADPlugin(Plugin):
         # A shadow's type not given (tape_type has no shadows): the primal's, writable.
         shadows = [t if isinstance(t, T.IRType) else shadow_type(primal)
                    for t, primal in zip(attrs["shadows"], types)]
-        parameters = derivative_parameters(mode, activities, list(kernel.arg_names), types,
-                                           shadows)
         if mode == FORWARD:
-            from .forward import tangent_kernel
+            parameters = derivative_parameters(mode, activities, list(kernel.arg_names),
+                                               types, shadows)
             derivative = tangent_kernel(kernel, activities, parameters, module)
         else:
-            from .reverse import reverse_kernels
-            from .sizing import tape_layout
             augmented, reverse, plan = reverse_kernels(kernel, activities, shadows,
                                                        tuple(attrs["workgroupsize"]), module)
             derivative = augmented if mode == AUGMENTED else reverse
