@@ -11,6 +11,7 @@ partials on the backend (`reduce.py`). Nothing here asks which backend it has.""
 from __future__ import annotations
 
 import numbers
+import weakref
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
     device function f's derivatives (0 for Const arguments) and `autodiff(Forward, f,
     Duplicated(x, dx))` the tangent of its result."""
     if mode is Mode.FORWARD:
-        Rule(launch, tuple(map(_activity_of, args)), max_iterations).forward(
+        rule_for(launch, tuple(map(_activity_of, args)), max_iterations).forward(
             args, ndrange, workgroupsize)
         return ()
     if mode is not Mode.REVERSE:
@@ -64,7 +65,7 @@ def autodiff_thunk(mode: Mode, launch, *activities, max_iterations: int = DEFAUL
     `autodiff(Reverse, ...)` does."""
     if mode is not Mode.REVERSE_SPLIT:
         raise KernelkitError(f"autodiff_thunk takes ReverseSplit, not {mode!r}")
-    rule = Rule(launch, tuple(map(activity_class, activities)), max_iterations)
+    rule = rule_for(launch, tuple(map(activity_class, activities)), max_iterations)
 
     def forward(*args, ndrange=None, workgroupsize=None) -> Tape:
         return rule.augmented_forward(args, ndrange, workgroupsize)
@@ -75,6 +76,24 @@ def autodiff_thunk(mode: Mode, launch, *activities, max_iterations: int = DEFAUL
     name = rule.kernel.name
     forward.__name__, reverse.__name__ = f"{name}_augmented_forward", f"{name}_reverse"
     return forward, reverse
+
+
+_rules: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def rule_for(launch, activities: tuple, max_iterations: int) -> Rule:
+    """The rule of a launch function and activities, kept with the launch function (which
+    `k(backend, wg)` gives again for the same arguments), so that a loop calling
+    `autodiff` prepares its derivative kernels once."""
+    try:
+        rules = _rules.setdefault(launch, {})
+    except TypeError:   # not a launch function: Rule says what to pass
+        return Rule(launch, activities, max_iterations)
+    key = (activities, max_iterations)
+    rule = rules.get(key)
+    if rule is None:
+        rule = rules[key] = Rule(launch, activities, max_iterations)
+    return rule
 
 
 def _activity_of(argument) -> type[Activity]:
@@ -219,8 +238,10 @@ class Rule:
             raise LaunchError(f"kernel '{self.kernel.name}': the reverse pass must have the "
                               f"forward's ndrange and workgroupsize {tape.geometry}, not "
                               f"{(ndrange, workgroupsize)}")
-        # Every work-item writes its partial.
-        partials = {p.index: self.backend.allocate(np.float64, (tape.items,))
+        # One partial per work-group, each written by its group.
+        ndrange, workgroupsize = tape.geometry
+        groups = int(np.prod([-(-n // g) for n, g in zip(ndrange, workgroupsize)]))
+        partials = {p.index: self.backend.allocate(np.float64, (groups,))
                     for p in parameters if p.role == "partials"}
         arguments = []
         for p in parameters:

@@ -5,8 +5,8 @@ kernels it makes, and what the launch rules pass them. One list, so the two agre
   `Duplicated`;
 - augmented (the forward half of reverse mode): the primal parameters, then the tape;
 - reverse: each primal parameter, followed by its shadow (the adjoint) when it is a
-  `Duplicated` array, or by its partials (one float64 per work-item, summed by the rule)
-  when it is an `Active` scalar; then the tape.
+  `Duplicated` array, or by its partials (one float64 per work-group, the sum of its
+  work-items' shares, summed by the rule) when it is an `Active` scalar; then the tape.
 
 The tape is three 2-D arrays indexed [slot, work-item]: floats (float64), integers
 (int64) and counts (how many slots of each a work-item used), so that consecutive

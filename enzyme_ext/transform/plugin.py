@@ -12,6 +12,7 @@ run), so the tape layout and the derivative kernels are the same for every targe
 from __future__ import annotations
 
 from kernelkit.compiler.plugins import Plugin
+from kernelkit.passes import Pipeline
 from kernelkit.ir import types as T
 from kernelkit.ir.definitions import INTRINSIC
 from kernelkit.ir.function import Function, Module
@@ -28,6 +29,7 @@ from .reverse import reverse_kernels
 from .sizing import tape_layout
 
 MARKER = "enzyme.derivative"
+CLEAN_UP = ("simplify", "dce", "cse", "simplify", "dce")
 
 
 def derivative_marker(kernel: Function) -> Op | None:
@@ -77,3 +79,6 @@ class ADPlugin(Plugin):
             module.notes[self.name] = tape_layout(kernel, plan)
         # Everything the derivative calls is inlined into it.
         module.functions = {derivative.name: derivative}
+        # The derivative kernel is built block by block, with values recomputed where
+        # they are needed: the generic clean-up passes merge and share what they can.
+        Pipeline(CLEAN_UP)(module)

@@ -51,6 +51,7 @@ from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
 from .derivatives import MINUS_ONE, ONE, PARTIALS
 
 FLOATS, INTEGERS = 0, 1   # the two stacks of the tape
+ACCUMULATORS = 8          # independent sums when a work-group's shares are added
 
 
 @dataclass
@@ -154,6 +155,94 @@ def own_element(indices: list[Value], ndim: int) -> bool:
     indices are the global indices of every axis of the ndrange, each once."""
     axes = [global_axis(index) for index in indices]
     return None not in axes and sorted(axes) == list(range(ndim))
+
+
+class GroupSum:
+    """Sums one float64 per work-item over its work-group, in a fixed order: each
+    work-item writes its value into local memory at its local number, and the group's
+    first work-item adds them up, entry e into sum e mod ACCUMULATORS (independent
+    additions, not one chain), then the sums in order. The same bits whatever the
+    backend or its threads, with two barriers (a tree would take one per level).
+    Work-items outside the ndrange do not run, so the first work-item zeroes every
+    entry first."""
+
+    def __init__(self, b: Builder, workgroupsize: tuple[int, ...]):
+        self.b, self.workgroupsize = b, workgroupsize
+        self.size = 1
+        for extent in workgroupsize:
+            self.size *= extent
+
+    def store(self, values: list[Value], arrays: list[Value]) -> None:
+        """Each of `values` summed over the group, into its array at the group's number."""
+        b, rows = self.b, range(len(values))
+        lanes = ACCUMULATORS
+        padded = -(-self.size // lanes) * lanes
+        local = linear_local_item(b, self.workgroupsize)
+        scratch = b.op(LOCALMEM, [], T.ArrayType(T.float64, 2, "C", space="local",
+                                                 shape=(len(values), padded)))
+        first = b.emit(COMPARISONS["eq"], [local, b.constant(0, T.int64)], T.bool_)
+        then, after = b.new_block(), b.new_block()
+        b.cbr(first, then, [], after, [])
+        b.position_at_end(then)
+        zero = b.constant(0.0, T.float64)
+        self.loop(padded, 1, lambda item: [
+            b.op(STORE, [scratch, b.constant(row, T.int64), item, zero]) for row in rows], 0)
+        b.br(after)
+        b.position_at_end(after)
+        b.op(BARRIER, [])
+        for row, value in enumerate(values):
+            b.op(STORE, [scratch, b.constant(row, T.int64), local, value])
+        b.op(BARRIER, [])
+        then, after = b.new_block(), b.new_block()
+        b.cbr(first, then, [], after, [])
+        b.position_at_end(then)
+
+        def entries(item):
+            return [b.op(LOAD, [scratch, b.constant(row, T.int64),
+                                b.binary("add", item, b.constant(lane, T.int64))], T.float64)
+                    for row in rows for lane in range(lanes)]
+        sums = self.loop(padded, lanes, entries, len(values) * lanes)
+        group = linear_group(b, self.workgroupsize)
+        for row, array in enumerate(arrays):
+            total = sums[row * lanes]
+            for lane in range(1, lanes):
+                total = b.binary("add", total, sums[row * lanes + lane])
+            b.op(STORE, [array, group, total])
+        b.br(after)
+        b.position_at_end(after)
+
+    def loop(self, end: int, step: int, body, carried: int) -> list[Value]:
+        """`for item in range(0, end, step)`; `body(item)` gives `carried` values, each
+        added up over the loop in order into a sum of its own, which are returned."""
+        b = self.b
+        header = b.new_block((T.int64,) + (T.float64,) * carried)
+        inside, done = b.new_block(), b.new_block((T.float64,) * carried)
+        b.br(header, [b.constant(0, T.int64)] + [b.constant(0.0, T.float64)] * carried)
+        b.position_at_end(header)
+        item, *sums = header.params
+        b.cbr(b.compare("lt", item, b.constant(end, T.int64)), inside, [], done, sums)
+        b.position_at_end(inside)
+        values = body(item)
+        following = [b.binary("add", total, value) for total, value in zip(sums, values)] \
+            if carried else []
+        b.br(header, [b.binary("add", item, b.constant(step, T.int64))] + following)
+        b.position_at_end(done)
+        return list(done.params)
+
+
+def linear_group(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
+    """The work-group's number, row-major over the groups of the ndrange."""
+    linear = None
+    for axis, size in enumerate(workgroupsize):
+        group = b.op(GROUP_ID, [], T.int64, {"axis": axis})
+        if linear is None:
+            linear = group
+            continue
+        extent = b.op(NDRANGE, [], T.int64, {"axis": axis})
+        groups = b.binary("floordiv", b.binary("add", extent, b.constant(size - 1, T.int64)),
+                          b.constant(size, T.int64))
+        linear = b.binary("add", b.binary("mul", linear, groups), group)
+    return linear
 
 
 class Stacks:
@@ -277,13 +366,13 @@ class Reverse:
         b.position_at_end(start)
         self.dispatch(self.plan.exits, lambda exit_block: self.headers[exit_block],
                       lambda exit_block: None)
-        # The epilogue: each Active scalar's adjoint is this work-item's partial.
+        # The epilogue: each Active scalar's adjoints summed over the group.
         b.position_at_end(self.epilogue)
-        for (role, index), partials in self.extra.items():
-            if role == "partials":
-                param = self.kernel.params[index]
-                adjoint = self.take_adjoint(param)
-                b.op(STORE, [partials, self.work_item, b.cast(adjoint, T.float64)])
+        partials = [(self.kernel.params[index], array) for (role, index), array
+                    in self.extra.items() if role == "partials"]
+        if partials:
+            adjoints = [b.cast(self.take_adjoint(param), T.float64) for param, _ in partials]
+            GroupSum(b, self.workgroupsize).store(adjoints, [array for _, array in partials])
         b.ret()
         b.position_at_end(self.prologue)
         b.br(start)
