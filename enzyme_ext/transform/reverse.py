@@ -514,9 +514,13 @@ class Reverse:
         return result
 
     def recomputable(self, op: Op) -> bool:
+        """Whether the reverse kernel computes `op` again rather than popping it: a load
+        from an array the kernel never writes, or a pure operation that is cheaper to
+        compute than to store and load (a math function's result is taped: one slot
+        written and read costs less than a call of sin)."""
         if op.definition is LOAD:
             return array_root(self.kernel, op, op.operands[0]) not in self.activity.written
-        return op.is_pure and not op.has(Trait.LOOKS_THROUGH)
+        return op.is_pure and not op.has(Trait.LOOKS_THROUGH) and not op.has(Trait.MATH)
 
     def is_global(self, value: Value) -> bool:
         """Computed at the kernel's entry from parameters, constants, positions and arrays
