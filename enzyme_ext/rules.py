@@ -24,7 +24,7 @@ from .device import translate_call
 from .jobs import compiler_job_from_backend, derivative_job
 from .reduce import deterministic_sum
 from .signature import AUGMENTED, FORWARD, REVERSE, derivative_parameters
-from .tape import DEFAULT_MAX_ITERATIONS, Tape, record_type, tape_layout
+from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
 
 
 def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
@@ -203,8 +203,8 @@ class Rule:
         layout = tape_layout(job)
         items = int(np.prod(ndrange))
         floats, integers = layout.slots(values, self.max_iterations)
-        tape = Tape(self.backend, record_type(floats, integers), items,
-                    (ndrange, workgroupsize), self.kernel.name)
+        tape = Tape.for_launch(self.backend, (floats, integers), items,
+                               (ndrange, workgroupsize), self.kernel.name)
         arguments = [values[p.index] if p.role == "primal" else tape.arrays[p.field]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)

@@ -57,6 +57,14 @@ def record_type(floats: int, integers: int) -> np.dtype:
                      (count_field, count_type.numpy_dtype, (2,))])
 
 
+def too_large(kernel: str, record_bytes: int, items: int, error) -> KernelkitError:
+    return KernelkitError(
+        f"kernel '{kernel}': its tape needs {record_bytes * items / 2 ** 30:.2f} GiB "
+        f"({record_bytes} bytes for each of {items} work-items) and cannot be allocated "
+        f"({error}); differentiate a smaller launch, or loops with fewer iterations (each "
+        f"iteration stores what it overwrites and what its loop carries)")
+
+
 class Tape:
     """A tape on a backend, from one augmented forward launch: its arrays (owning the
     backend's memory), the record type, and the launch it belongs to."""
@@ -74,7 +82,21 @@ class Tape:
             # Every slot a work-item reads it wrote first, so the arrays are not zeroed; a
             # kernel that tapes nothing still gets (1, 1) arrays for its parameters.
             shape = (max(slots, 1), items) if used else (1, 1)
-            self.arrays[name] = backend.allocate(record.fields[name][0].base, shape)
+            try:
+                self.arrays[name] = backend.allocate(record.fields[name][0].base, shape)
+            except (MemoryError, KernelkitError) as error:
+                raise too_large(kernel, record.itemsize, items, error) from error
+
+    @classmethod
+    def for_launch(cls, backend, slots: tuple[int, int], items: int, geometry,
+                   kernel: str) -> Tape:
+        """The tape of a launch of `items` work-items that may each use `slots` (floats,
+        integers); a tape too large to allocate is an error that says how large."""
+        try:
+            record = record_type(*slots)
+        except ValueError as error:    # NumPy's records stop at 2 GiB
+            raise too_large(kernel, 8 * (sum(slots) + 2), items, error) from error
+        return cls(backend, record, items, geometry, kernel)
 
     @property
     def nbytes(self) -> int:

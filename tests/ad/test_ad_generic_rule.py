@@ -15,7 +15,7 @@ import kernelkit as kk
 from enzyme_ext import (Active, Const, Duplicated, Reverse, ReverseSplit, autodiff,
                         autodiff_thunk, compiler_job_from_backend, tape_type)
 from kernelkit.compiler.job import CompilerJob
-from kernelkit.errors import BackendError
+from kernelkit.errors import BackendError, KernelkitError
 
 HERE = Path(__file__).parent
 ROOT = Path(kk.__file__).resolve().parent.parent
@@ -158,3 +158,12 @@ def test_a_derivative_dumped_before_ad_replays_offline_byte_for_byte(target, tmp
         assert replay.returncode == 0, replay.stderr
         assert replay.stdout == stages[-1].read_text()
     assert modes == {"augmented", "reverse"}
+
+
+def test_a_tape_too_large_to_allocate_is_an_error_saying_how_large():
+    backend = kk.CPU()
+    x, y = np.ones(1000), np.zeros(1000)
+    with pytest.raises(KernelkitError, match=r"'power_loop': its tape needs [\d.]+ GiB"):
+        autodiff(Reverse, power_loop(backend, 64), Duplicated(y, np.ones(1000)),
+                 Duplicated(x, np.zeros(1000)), Const(10 ** 9), ndrange=1000)
+    np.testing.assert_array_equal(y, np.zeros(1000))   # nothing ran
