@@ -30,50 +30,26 @@ reverse kernel replays the forward path backwards.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ADD, ASSUME, ATOMICS, BARRIER, BARRIER_ANY, COMPARISONS,
-                                      CONST, DIM, GROUP_ID, LOAD, LOCAL_ID, LOCALMEM, MUL,
-                                      NDRANGE, PRINT, PRIVATE, RET, STORE, Trait)
+from kernelkit.ir.definitions import (ASSUME, ATOMICS, BARRIER, BARRIER_ANY, COMPARISONS, CONST,
+                                      LOAD, LOCAL_ID, LOCALMEM, PRINT, PRIVATE, RET, STORE,
+                                      Trait)
 from kernelkit.ir.function import Block, Function, Module
-from kernelkit.ir.ops import Op, Value, constant_value, is_op
-from kernelkit.ir.rewriter import Rewriter
+from kernelkit.ir.ops import Op, Value, is_op
 from kernelkit.passes.inline import inline_call
 
+from ..custom import VJP_MARKER
 from ..signature import AUGMENTED, REVERSE, derivative_parameters
 from .activity import Activity, analyze, array_root, source_error
-from ..custom import VJP_MARKER
-from .clone import clone_with_parameters
+from .augmented import augmented_kernel
 from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
                      refuse_jvp_in_reverse)
 from .derivatives import MINUS_ONE, ONE, PARTIALS
-
-FLOATS, INTEGERS = 0, 1   # the two stacks of the tape
-ACCUMULATORS = 8          # independent sums when a work-group's shares are added
-
-
-@dataclass
-class TapePlan:
-    """What the augmented forward kernel pushes, block by block, decided while the
-    reverse kernel is built (which asks for the values)."""
-    pushes: dict = field(default_factory=dict)        # block -> [values, in pop order]
-    edge_numbers: dict = field(default_factory=dict)  # block -> [(pred, successor index)]
-    exits: list = field(default_factory=list)          # blocks that return
-
-    @property
-    def uses_tape(self) -> bool:
-        return bool(self.edge_numbers) or len(self.exits) > 1 or \
-            any(self.pushes.values())
-
-    def slots(self, block: Block) -> tuple[int, int]:
-        """(float slots, integer slots) one run of `block` pushes."""
-        floats = sum(1 for v in self.pushes.get(block, ()) if v.type.is_float)
-        integers = len(self.pushes.get(block, ())) - floats
-        integers += len(self.edge_numbers.get(block, ())) > 1
-        integers += len(self.exits) > 1 and block in self.exits
-        return floats, integers
+from .group_sum import GroupSum
+from .positions import linear_local_item, linear_work_item, own_element, unflatten
+from .stacks import FLOATS, INTEGERS, Stacks, TapePlan
 
 
 def reverse_kernels(kernel: Function, activities: list[str], shadows: list, workgroupsize,
@@ -95,201 +71,6 @@ def reverse_kernels(kernel: Function, activities: list[str], shadows: list, work
         AUGMENTED, activities, names, types, shadows), tuple(workgroupsize))
     return augmented, reverse.function, reverse.plan
 
-
-# -- shared pieces ------------------------------------------------------------------------------
-
-def linear_work_item(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
-    """The work-item's number in the ndrange, row-major (the last axis fastest, as the
-    GPU's threads are numbered)."""
-    linear = None
-    for axis, size in enumerate(workgroupsize):
-        group = b.op(GROUP_ID, [], T.int64, {"axis": axis})
-        local = b.op(LOCAL_ID, [], T.int64, {"axis": axis})
-        index = b.binary("add", b.binary("mul", group, b.constant(size, T.int64)), local)
-        if linear is None:
-            linear = index
-        else:
-            extent = b.op(NDRANGE, [], T.int64, {"axis": axis})
-            linear = b.binary("add", b.binary("mul", linear, extent), index)
-    return linear
-
-
-def linear_local_item(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
-    """The work-item's number in its group, row-major."""
-    linear = None
-    for axis, size in enumerate(workgroupsize):
-        local = b.op(LOCAL_ID, [], T.int64, {"axis": axis})
-        linear = local if linear is None else \
-            b.binary("add", b.binary("mul", linear, b.constant(size, T.int64)), local)
-    return linear
-
-
-def unflatten(b: Builder, flat: Value, shape: tuple[int, ...]) -> list[Value]:
-    """The indices of element `flat` of a C-ordered array of `shape`."""
-    indices = []
-    for extent in reversed(shape[1:]):
-        indices.insert(0, b.binary("mod", flat, b.constant(extent, T.int64)))
-        flat = b.binary("floordiv", flat, b.constant(extent, T.int64))
-    return [flat, *indices]
-
-
-def global_axis(value: Value) -> int | None:
-    """The axis whose global index `value` is (`group_id * size + local_id`), or None."""
-    if is_op(value, LOCAL_ID):
-        return value.attrs["axis"]
-    if not is_op(value, ADD):
-        return None
-    for product, local in (value.operands, reversed(value.operands)):
-        if is_op(local, LOCAL_ID) and is_op(product, MUL):
-            group, size = product.operands
-            if is_op(size, GROUP_ID):
-                group, size = size, group
-            if is_op(group, GROUP_ID) and group.attrs["axis"] == local.attrs["axis"] and \
-                    constant_value(size) is not None:
-                return local.attrs["axis"]
-    return None
-
-
-def own_element(indices: list[Value], ndim: int) -> bool:
-    """Whether an access at `indices` touches an element no other work-item does: its
-    indices are the global indices of every axis of the ndrange, each once."""
-    axes = [global_axis(index) for index in indices]
-    return None not in axes and sorted(axes) == list(range(ndim))
-
-
-class GroupSum:
-    """Sums one float64 per work-item over its work-group, in a fixed order: each
-    work-item writes its value into local memory at its local number, and the group's
-    first work-item adds them up, entry e into sum e mod ACCUMULATORS (independent
-    additions, not one chain), then the sums in order. The same bits whatever the
-    backend or its threads, with two barriers (a tree would take one per level).
-    Work-items outside the ndrange do not run, so the first work-item zeroes every
-    entry first."""
-
-    def __init__(self, b: Builder, workgroupsize: tuple[int, ...]):
-        self.b, self.workgroupsize = b, workgroupsize
-        self.size = 1
-        for extent in workgroupsize:
-            self.size *= extent
-
-    def store(self, values: list[Value], arrays: list[Value]) -> None:
-        """Each of `values` summed over the group, into its array at the group's number."""
-        b, rows = self.b, range(len(values))
-        lanes = ACCUMULATORS
-        padded = -(-self.size // lanes) * lanes
-        local = linear_local_item(b, self.workgroupsize)
-        scratch = b.op(LOCALMEM, [], T.ArrayType(T.float64, 2, "C", space="local",
-                                                 shape=(len(values), padded)))
-        first = b.emit(COMPARISONS["eq"], [local, b.constant(0, T.int64)], T.bool_)
-        then, after = b.new_block(), b.new_block()
-        b.cbr(first, then, [], after, [])
-        b.position_at_end(then)
-        zero = b.constant(0.0, T.float64)
-        self.loop(padded, 1, lambda item: [
-            b.op(STORE, [scratch, b.constant(row, T.int64), item, zero]) for row in rows], 0)
-        b.br(after)
-        b.position_at_end(after)
-        b.op(BARRIER, [])
-        for row, value in enumerate(values):
-            b.op(STORE, [scratch, b.constant(row, T.int64), local, value])
-        b.op(BARRIER, [])
-        then, after = b.new_block(), b.new_block()
-        b.cbr(first, then, [], after, [])
-        b.position_at_end(then)
-
-        def entries(item):
-            return [b.op(LOAD, [scratch, b.constant(row, T.int64),
-                                b.binary("add", item, b.constant(lane, T.int64))], T.float64)
-                    for row in rows for lane in range(lanes)]
-        sums = self.loop(padded, lanes, entries, len(values) * lanes)
-        group = linear_group(b, self.workgroupsize)
-        for row, array in enumerate(arrays):
-            total = sums[row * lanes]
-            for lane in range(1, lanes):
-                total = b.binary("add", total, sums[row * lanes + lane])
-            b.op(STORE, [array, group, total])
-        b.br(after)
-        b.position_at_end(after)
-
-    def loop(self, end: int, step: int, body, carried: int) -> list[Value]:
-        """`for item in range(0, end, step)`; `body(item)` gives `carried` values, each
-        added up over the loop in order into a sum of its own, which are returned."""
-        b = self.b
-        header = b.new_block((T.int64,) + (T.float64,) * carried)
-        inside, done = b.new_block(), b.new_block((T.float64,) * carried)
-        b.br(header, [b.constant(0, T.int64)] + [b.constant(0.0, T.float64)] * carried)
-        b.position_at_end(header)
-        item, *sums = header.params
-        b.cbr(b.compare("lt", item, b.constant(end, T.int64)), inside, [], done, sums)
-        b.position_at_end(inside)
-        values = body(item)
-        following = [b.binary("add", total, value) for total, value in zip(sums, values)] \
-            if carried else []
-        b.br(header, [b.binary("add", item, b.constant(step, T.int64))] + following)
-        b.position_at_end(done)
-        return list(done.params)
-
-
-def linear_group(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
-    """The work-group's number, row-major over the groups of the ndrange."""
-    linear = None
-    for axis, size in enumerate(workgroupsize):
-        group = b.op(GROUP_ID, [], T.int64, {"axis": axis})
-        if linear is None:
-            linear = group
-            continue
-        extent = b.op(NDRANGE, [], T.int64, {"axis": axis})
-        groups = b.binary("floordiv", b.binary("add", extent, b.constant(size - 1, T.int64)),
-                          b.constant(size, T.int64))
-        linear = b.binary("add", b.binary("mul", linear, groups), group)
-    return linear
-
-
-class Stacks:
-    """The tape's two stacks as a kernel sees them: a private cell per stack holding
-    how many slots are in use, and the tape arrays indexed [slot, work-item]."""
-
-    def __init__(self, b: Builder, entry: Block, tape: dict, work_item: Value):
-        self.b, self.tape, self.work_item = b, tape, work_item
-        b.position_at_end(entry)
-        self.cell = b.op(PRIVATE, [], T.ArrayType(T.int64, 1, "C", space="private", shape=(2,)))
-        self.arrays = (tape["tape_floats"], tape["tape_integers"])
-
-    def index(self, stack: int) -> Value:
-        return self.b.constant(stack, T.int64)
-
-    def set_counts(self, floats: Value, integers: Value) -> None:
-        b = self.b
-        b.op(STORE, [self.cell, self.index(FLOATS), floats])
-        b.op(STORE, [self.cell, self.index(INTEGERS), integers])
-
-    def push(self, value: Value) -> None:
-        b = self.b
-        stack = FLOATS if value.type.is_float else INTEGERS
-        array = self.arrays[stack]
-        top = b.op(LOAD, [self.cell, self.index(stack)], T.int64)
-        # Past the capacity the last slot is overwritten, and the count goes on: the
-        # launch rule finds the overflow from the counts and reports it.
-        capacity = b.op(DIM, [array], T.int64, {"axis": 0})
-        slot = b.binary("min", top, b.binary("sub", capacity, b.constant(1, T.int64)))
-        b.op(STORE, [array, slot, self.work_item, b.cast(value, array.type.dtype)])
-        b.op(STORE, [self.cell, self.index(stack), b.binary("add", top, b.constant(1, T.int64))])
-
-    def pop(self, type: T.ScalarType) -> Value:
-        b = self.b
-        stack = FLOATS if type.is_float else INTEGERS
-        top = b.binary("sub", b.op(LOAD, [self.cell, self.index(stack)], T.int64),
-                       b.constant(1, T.int64))
-        b.op(STORE, [self.cell, self.index(stack), top])
-        value = b.op(LOAD, [self.arrays[stack], top, self.work_item], self.arrays[stack].type.dtype)
-        return b.cast(value, type)
-
-    def counts(self) -> tuple[Value, Value]:
-        b = self.b
-        return tuple(b.op(LOAD, [self.cell, self.index(s)], T.int64) for s in (FLOATS, INTEGERS))
-
-
-# -- the reverse kernel -------------------------------------------------------------------------
 
 class Reverse:
     def __init__(self, kernel: Function, activity: Activity, parameters, workgroupsize,
@@ -746,61 +527,3 @@ class PrimalOperands(Sequence):
         if index not in self.values:
             self.values[index] = self.reverse.primal(self.op.operands[index])
         return self.values[index]
-
-
-# -- the augmented forward kernel -----------------------------------------------------------------
-
-def augmented_kernel(kernel: Function, plan: TapePlan, parameters, workgroupsize) -> Function:
-    clone, values, extra = clone_with_parameters(kernel, f"{kernel.name}.{AUGMENTED}",
-                                                 parameters)
-    blocks = dict(zip(kernel.blocks, clone.blocks))   # clone_function keeps the order
-    if not plan.uses_tape:
-        return without_custom_markers(clone)
-    b = Builder(clone)
-    entry = clone.entry
-    # The work-item's number and the stack cells, first thing in the kernel.
-    setup = Block()
-    setup.function = clone
-    b.position_at_end(setup)
-    work_item = linear_work_item(b, workgroupsize)
-    tape = {field: extra[("tape", field)] for field in ("tape_floats", "tape_integers")}
-    stacks = Stacks(b, setup, tape, work_item)
-    zero = b.constant(0, T.int64)
-    stacks.set_counts(zero, zero)
-    for op in setup.ops:
-        op.block = entry
-    entry.ops[:0] = setup.ops
-    for original, edges in plan.edge_numbers.items():
-        copy = blocks[original]
-        number = copy.add_param(T.int64, "edge")
-        for position, (predecessor, successor_index) in enumerate(edges):
-            terminator = blocks[predecessor].terminator
-            b.position_before(terminator)
-            terminator.successors[successor_index].args.append(b.constant(position, T.int64))
-        b.position_before(copy.ops[0])
-        stacks.b = b
-        stacks.push(number)
-    several_exits = len(plan.exits) > 1
-    counts = extra[("tape", "tape_counts")]
-    for original in kernel.reachable_blocks():
-        copy = blocks[original]
-        b.position_before(copy.terminator)
-        b.loc = copy.terminator.loc
-        stacks.b = b
-        for value in reversed(plan.pushes.get(original, ())):
-            stacks.push(values[value])
-        if original in plan.exits:
-            if several_exits:
-                stacks.push(b.constant(plan.exits.index(original), T.int64))
-            for stack, count in enumerate(stacks.counts()):
-                b.op(STORE, [counts, b.constant(stack, T.int64), work_item, count])
-    return without_custom_markers(clone)
-
-
-def without_custom_markers(function: Function) -> Function:
-    """The primal of a call with a custom rule is the forward function's result."""
-    rewriter = Rewriter(function)
-    for op in markers(function, NO_DERIVATIVE, VJP_RESULT):
-        rewriter.replace_op(op, op.operands[0])
-    return function
-

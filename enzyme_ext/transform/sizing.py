@@ -21,7 +21,7 @@ from kernelkit.ir.fold import fold
 from kernelkit.ir.function import Function
 from kernelkit.ir.ops import Op, Value, constant_value, is_op
 
-from .reverse import TapePlan
+from .stacks import TapePlan
 
 
 class NotAtLaunch(Exception):

@@ -1,0 +1,80 @@
+"""The tape as the derivative kernels see it: what the augmented forward kernel pushes
+(`TapePlan`, decided while the reverse kernel is built), and the two stacks it pushes
+onto and the reverse kernel pops from (`Stacks`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernelkit.ir import types as T
+from kernelkit.ir.builder import Builder
+from kernelkit.ir.definitions import DIM, LOAD, PRIVATE, STORE
+from kernelkit.ir.function import Block
+from kernelkit.ir.ops import Value
+
+FLOATS, INTEGERS = 0, 1   # the two stacks of the tape
+
+
+@dataclass
+class TapePlan:
+    """What the augmented forward kernel pushes, block by block, decided while the
+    reverse kernel is built (which asks for the values)."""
+    pushes: dict = field(default_factory=dict)        # block -> [values, in pop order]
+    edge_numbers: dict = field(default_factory=dict)  # block -> [(pred, successor index)]
+    exits: list = field(default_factory=list)          # blocks that return
+
+    @property
+    def uses_tape(self) -> bool:
+        return bool(self.edge_numbers) or len(self.exits) > 1 or \
+            any(self.pushes.values())
+
+    def slots(self, block: Block) -> tuple[int, int]:
+        """(float slots, integer slots) one run of `block` pushes."""
+        floats = sum(1 for v in self.pushes.get(block, ()) if v.type.is_float)
+        integers = len(self.pushes.get(block, ())) - floats
+        integers += len(self.edge_numbers.get(block, ())) > 1
+        integers += len(self.exits) > 1 and block in self.exits
+        return floats, integers
+
+
+class Stacks:
+    """The tape's two stacks as a kernel sees them: a private cell per stack holding
+    how many slots are in use, and the tape arrays indexed [slot, work-item]."""
+
+    def __init__(self, b: Builder, entry: Block, tape: dict, work_item: Value):
+        self.b, self.tape, self.work_item = b, tape, work_item
+        b.position_at_end(entry)
+        self.cell = b.op(PRIVATE, [], T.ArrayType(T.int64, 1, "C", space="private", shape=(2,)))
+        self.arrays = (tape["tape_floats"], tape["tape_integers"])
+
+    def index(self, stack: int) -> Value:
+        return self.b.constant(stack, T.int64)
+
+    def set_counts(self, floats: Value, integers: Value) -> None:
+        b = self.b
+        b.op(STORE, [self.cell, self.index(FLOATS), floats])
+        b.op(STORE, [self.cell, self.index(INTEGERS), integers])
+
+    def push(self, value: Value) -> None:
+        b = self.b
+        stack = FLOATS if value.type.is_float else INTEGERS
+        array = self.arrays[stack]
+        top = b.op(LOAD, [self.cell, self.index(stack)], T.int64)
+        # Past the capacity the last slot is overwritten, and the count goes on: the
+        # launch rule finds the overflow from the counts and reports it.
+        capacity = b.op(DIM, [array], T.int64, {"axis": 0})
+        slot = b.binary("min", top, b.binary("sub", capacity, b.constant(1, T.int64)))
+        b.op(STORE, [array, slot, self.work_item, b.cast(value, array.type.dtype)])
+        b.op(STORE, [self.cell, self.index(stack), b.binary("add", top, b.constant(1, T.int64))])
+
+    def pop(self, type: T.ScalarType) -> Value:
+        b = self.b
+        stack = FLOATS if type.is_float else INTEGERS
+        top = b.binary("sub", b.op(LOAD, [self.cell, self.index(stack)], T.int64),
+                       b.constant(1, T.int64))
+        b.op(STORE, [self.cell, self.index(stack), top])
+        value = b.op(LOAD, [self.arrays[stack], top, self.work_item], self.arrays[stack].type.dtype)
+        return b.cast(value, type)
+
+    def counts(self) -> tuple[Value, Value]:
+        b = self.b
+        return tuple(b.op(LOAD, [self.cell, self.index(s)], T.int64) for s in (FLOATS, INTEGERS))
