@@ -150,6 +150,10 @@ class Rule:
                     raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is a "
                                       f"Duplicated scalar, which is for forward mode; in "
                                       f"reverse mode pass Active({name})")
+                if shadow is value:
+                    raise LaunchError(f"kernel '{kernel.name}': the shadow of '{name}' is "
+                                      f"'{name}' itself; give it an array of its own "
+                                      f"(kk.zeros_like-style: same shape and dtype)")
                 if not scalar and (np.shape(shadow) != np.shape(value) or
                                    getattr(shadow, "dtype", None) != value.dtype):
                     raise LaunchError(
@@ -178,8 +182,8 @@ class Rule:
             compiled = _compile(job, kernel.name)
             parameters = derivative_parameters(mode, list(self.names), list(kernel.parameters),
                                                list(argtypes), list(shadow_types))
-            prepared = backend.prepare(compiled, tuple(p.type for p in parameters),
-                                       len(ndrange))
+            assert compiled.parameter_types == tuple(p.type for p in parameters)
+            prepared = backend.prepare(compiled, compiled.parameter_types, len(ndrange))
             entry = self._prepared[key] = (prepared, parameters, job)
         return (*entry, ndrange, workgroupsize)
 

@@ -41,7 +41,7 @@ def gradient(backend, u: np.ndarray, alpha: float):
     u_next = kk.zeros(backend, np.float64, u.shape)
     u_device = kk.to_backend(backend, u)
     heat_step(backend, (16, 16))(u_next, u_device, alpha, ndrange=u.shape)
-    seed = kk.to_backend(backend, kk.to_numpy(u_next))      # dE/du_next = u_next
+    seed = kk.to_backend(backend, kk.to_numpy(u_next).copy())   # dE/du_next = u_next
     du = kk.zeros(backend, np.float64, u.shape)
     _, _, dalpha = autodiff(Reverse, heat_step(backend, (16, 16)), Duplicated(u_next, seed),
                             Duplicated(u_device, du), Active(alpha), ndrange=u.shape)
