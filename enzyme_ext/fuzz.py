@@ -50,7 +50,7 @@ from collections import Counter
 import numpy as np
 
 from kernelkit.fuzz.__main__ import describe_case, parse_seeds
-from kernelkit.fuzz.generator import ArraySpec, Options, ScalarSpec, apply_view, generate
+from kernelkit.fuzz.generator import HEADER, ArraySpec, Options, ScalarSpec, apply_view, generate
 from kernelkit.fuzz.runner import Outcome, compare
 
 FAILURES = ("mismatch", "nonfinite", "primal-mismatch", "shadow-outside-view",
@@ -475,6 +475,13 @@ def show(args) -> int:
     except Exception as error:
         print(f"seed {args.show}: the generator failed: {type(error).__name__}: {error}")
         return 1
+    if args.source:
+        import ast
+        with open(args.source) as file:
+            # without the imports kernel_source puts first (the reference gives its own)
+            lines = [line for line in file.read().splitlines()
+                     if line not in HEADER.splitlines()]
+            case.module = ast.parse("\n".join(lines))
     print(describe_case(case))
     details: list[str] = []
     try:
@@ -504,6 +511,10 @@ def main(argv=None) -> int:
     parser.add_argument("--max-depth", type=int, default=Options.max_depth)
     parser.add_argument("--show", type=int, metavar="SEED",
                         help="print a seed's kernel, run it and print the details")
+    parser.add_argument("--source", metavar="FILE",
+                        help="with --show: run this kernel source (same kernel name and "
+                             "parameters) on the seed's arguments instead, to reduce a "
+                             "failing kernel by hand")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
