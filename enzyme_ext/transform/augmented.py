@@ -36,6 +36,7 @@ def augmented_kernel(kernel: Function, plan: TapePlan, parameters, workgroupsize
     for op in setup.ops:
         op.block = entry
     entry.ops[:0] = setup.ops
+    firsts = {original: blocks[original].ops[0] for original in kernel.reachable_blocks()}
     for original, edges in plan.edge_numbers.items():
         copy = blocks[original]
         number = copy.add_param(T.int64, "edge")
@@ -43,9 +44,15 @@ def augmented_kernel(kernel: Function, plan: TapePlan, parameters, workgroupsize
             terminator = blocks[predecessor].terminator
             b.position_before(terminator)
             terminator.successors[successor_index].args.append(b.constant(position, T.int64))
-        b.position_before(copy.ops[0])
+        b.position_before(firsts[original])
         stacks.b = b
         stacks.push(number)
+    # Where a counted loop is left: its counter's last value, after the edge's number.
+    for original, headers in plan.counters.items():
+        b.position_before(firsts[original])
+        stacks.b = b
+        for header in headers:
+            stacks.push(b.cast(values[plan.counted[header].counter], T.int64))
     several_exits = len(plan.exits) > 1
     counts = extra[("tape", "tape_counts")]
     for original in kernel.reachable_blocks():

@@ -31,13 +31,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kernelkit.analysis.dominance import dominates, immediate_dominators
+from kernelkit.analysis.loops import counted_loop, natural_loops
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.definitions import (ASSUME, ATOMICS, BARRIER, BARRIER_ANY, COMPARISONS, CONST,
                                       LOAD, LOCAL_ID, LOCALMEM, PRINT, PRIVATE, RET, STORE,
                                       Trait)
 from kernelkit.ir.function import Block, Function, Module
-from kernelkit.ir.ops import Op, Value, is_op
+from kernelkit.ir.ops import Op, Value, constant_value, is_op
 from kernelkit.passes.inline import inline_call
 
 from ..custom import VJP_MARKER
@@ -49,7 +51,7 @@ from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
 from .derivatives import MINUS_ONE, ONE, PARTIALS
 from .group_sum import GroupSum
 from .positions import linear_local_item, linear_work_item, own_element, unflatten
-from .stacks import FLOATS, INTEGERS, Stacks, TapePlan
+from .stacks import FLOATS, INTEGERS, CountedHeader, Stacks, TapePlan
 
 
 def reverse_kernels(kernel: Function, activities: list[str], shadows: list, workgroupsize,
@@ -100,9 +102,10 @@ class Reverse:
             for position, successor in enumerate(block.terminator.successors):
                 predecessors[successor.block].append((block, position))
         self.predecessors = predecessors
-        self.plan.edge_numbers = {block: edges for block, edges in predecessors.items()
-                                  if len(edges) > 1}
         self.plan.exits = [block for block in self.order if block.terminator.definition is RET]
+        self.find_counted_loops()
+        self.plan.edge_numbers = {block: edges for block, edges in predecessors.items()
+                                  if len(edges) > 1 and block not in self.plan.counted}
         self.local_adjoints = self.find_local_values()
         self.cells: dict[T.ScalarType, Op] = {}
         self.slots: dict[Value, tuple[Op, int]] = {}
@@ -111,6 +114,36 @@ class Reverse:
         self.global_values: dict[Value, Value] = {}
         self.stacks: Stacks | None = None
         self.calls: list[Op] = []         # of custom rules' backward functions
+        self.counter_cell: Op | None = None   # the counted loops' counters, by header
+
+    def find_counted_loops(self) -> None:
+        """The loops the reverse runs with a counter of its own (`CountedHeader`): one
+        edge in, one edge round, a constant step, a start the same everywhere, and every
+        block they exit to entered only from the loop."""
+        idom = immediate_dominators(self.order, {b: [p for p, _ in edges] for b, edges in
+                                                 self.predecessors.items()})
+        for header, body in natural_loops(self.kernel).items():
+            counted = counted_loop(header, body)
+            edges = self.predecessors[header]
+            if counted is None or len(edges) != 2:
+                continue
+            inside = [edge for edge in edges if edge[0] in body]
+            outside = [edge for edge in edges if edge[0] not in body]
+            variable = counted.variable
+            step = constant_value(variable.step)
+            if len(inside) != 1 or len(outside) != 1 or not isinstance(step, int) or \
+                    step == 0 or isinstance(step, bool) or not self.is_global(variable.start):
+                continue
+            exits = {s.block for block in body for s in block.terminator.successors
+                     if s.block not in body}
+            if not all(dominates(idom, header, e) and
+                       all(p in body for p, _ in self.predecessors[e]) for e in exits):
+                continue
+            self.plan.counted[header] = CountedHeader(
+                variable.counter, variable.start, -step if variable.subtracts else step,
+                outside[0], inside[0], frozenset(body))
+            for exit_block in sorted(exits, key=self.order.index):
+                self.plan.counters.setdefault(exit_block, []).append(header)
 
     def find_local_values(self) -> set:
         """Op results defined and used in one block, never as a branch argument: their
@@ -135,6 +168,9 @@ class Reverse:
         entry = function.entry
         b.position_at_end(entry)
         self.work_item = linear_work_item(b, self.workgroupsize)
+        if self.plan.counted:
+            self.counter_cell = b.op(PRIVATE, [], T.ArrayType(
+                T.int64, 1, "C", space="private", shape=(len(self.plan.counted),)))
         self.allocate_shadows()
         self.prologue = b.new_block()
         self.headers = {block: b.new_block() for block in self.order}
@@ -235,6 +271,27 @@ class Reverse:
             if position != len(choices) - 1:
                 b.position_at_end(following)
 
+    def counter_index(self, header: Block) -> Value:
+        return self.b.constant(list(self.plan.counted).index(header), T.int64)
+
+    def count_back(self, loop: CountedHeader, transfer) -> None:
+        """At the end of a counted loop header's reverse: back out of the loop when the
+        counter is at its start, else round again with the counter one step back."""
+        b = self.b
+        index = self.counter_index(loop.counter.block)
+        counter = b.op(LOAD, [self.counter_cell, index], T.int64)
+        start = b.cast(self.primal(loop.start), T.int64)
+        leave, again = b.new_block(), b.new_block()
+        b.cbr(b.emit(COMPARISONS["eq"], [counter, start], T.bool_), leave, [], again, [])
+        b.position_at_end(again)
+        b.op(STORE, [self.counter_cell, index,
+                     b.binary("sub", counter, b.constant(loop.step, T.int64))])
+        transfer(loop.latch)
+        b.br(self.headers[loop.latch[0]])
+        b.position_at_end(leave)
+        transfer(loop.entry)
+        b.br(self.headers[loop.entry[0]])
+
     def stack(self) -> Stacks:
         if self.stacks is None:
             tape = {field: self.extra[("tape", field)] for field in ("tape_floats",
@@ -265,7 +322,14 @@ class Reverse:
                 args = predecessor.terminator.successors[position].args
                 for (param, adjoint) in params:
                     self.accumulate(args[block.params.index(param)], adjoint)
-            self.dispatch(self.predecessors[block], lambda edge: self.headers[edge[0]], transfer)
+            for header in reversed(self.plan.counters.get(block, ())):
+                b.op(STORE, [self.counter_cell, self.counter_index(header),
+                             self.stack().pop(T.int64)])
+            if block in self.plan.counted:
+                self.count_back(self.plan.counted[block], transfer)
+            else:
+                self.dispatch(self.predecessors[block], lambda edge: self.headers[edge[0]],
+                              transfer)
         b.position_at_end(self.headers[block])
         b.br(self.bodies[block])
 
@@ -280,6 +344,17 @@ class Reverse:
         found = self.available.get(value) or self.global_values.get(value)
         if found is not None:
             return found
+        loop = self.plan.counted.get(getattr(value, "block", None))
+        if loop is not None and value is loop.counter and self.block in loop.body:
+            # A counted loop's counter: the reverse's own.
+            b = self.b
+            insertion = (b.block, b.before)
+            b.position_at_end(self.headers[self.block])
+            counter = b.op(LOAD, [self.counter_cell, self.counter_index(value.block)],
+                           T.int64)
+            result = self.available[value] = b.cast(counter, value.type)
+            b.block, b.before = insertion
+            return result
         if self.is_global(value):
             return self.recompute(value, self.prologue, self.global_values)
         b = self.b

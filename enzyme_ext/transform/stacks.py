@@ -14,6 +14,21 @@ from kernelkit.ir.ops import Value
 FLOATS, INTEGERS = 0, 1   # the two stacks of the tape
 
 
+@dataclass(frozen=True)
+class CountedHeader:
+    """A loop header the reverse kernel goes back through without popping an edge: its
+    counter starts at `start` (the same everywhere in the kernel) and moves by the
+    constant `step` each time round, so the reverse counts it back down and leaves the
+    loop where it reaches `start`. Where the loop is left, the forward kernel pushes the
+    counter's last value."""
+    counter: object          # the header's parameter
+    start: object
+    step: int                # signed: the counter goes round as counter + step
+    entry: tuple             # (predecessor, successor index) from outside the loop
+    latch: tuple             # the edge round the loop
+    body: frozenset
+
+
 @dataclass
 class TapePlan:
     """What the augmented forward kernel pushes, block by block, decided while the
@@ -21,10 +36,14 @@ class TapePlan:
     pushes: dict = field(default_factory=dict)        # block -> [values, in pop order]
     edge_numbers: dict = field(default_factory=dict)  # block -> [(pred, successor index)]
     exits: list = field(default_factory=list)          # blocks that return
+    # Counted loops the reverse runs with a counter of its own: header -> CountedHeader;
+    # and the blocks their exits lead to -> the headers whose counters they push.
+    counted: dict = field(default_factory=dict)
+    counters: dict = field(default_factory=dict)
 
     @property
     def uses_tape(self) -> bool:
-        return bool(self.edge_numbers) or len(self.exits) > 1 or \
+        return bool(self.edge_numbers) or len(self.exits) > 1 or bool(self.counters) or \
             any(self.pushes.values())
 
     def slots(self, block: Block) -> tuple[int, int]:
@@ -33,6 +52,7 @@ class TapePlan:
         integers = len(self.pushes.get(block, ())) - floats
         integers += len(self.edge_numbers.get(block, ())) > 1
         integers += len(self.exits) > 1 and block in self.exits
+        integers += len(self.counters.get(block, ()))
         return floats, integers
 
 
