@@ -58,9 +58,17 @@ class Activity:
     values: set = field(default_factory=set)        # active values
     arrays: set = field(default_factory=set)        # array roots that hold active values
     written: set = field(default_factory=set)       # array roots stored or atomically updated
+    useful: set = field(default_factory=set)        # active values a result depends on
 
     def __contains__(self, value: Value) -> bool:
         return value in self.values
+
+    def needs_adjoint(self, value: Value) -> bool:
+        """Whether reverse mode carries an adjoint for `value`: it is active, and something
+        stored into a differentiated array depends on it. (An adjoint that is always zero
+        would still meet the infinite partials of values nobody reads: x / 0 whose result
+        only chooses an index.)"""
+        return value in self.useful
 
     def active_operands(self, op: Op) -> list[bool]:
         return [v in self.values for v in op.operands]
@@ -95,6 +103,7 @@ def analyze(function: Function, activities: list[str], params=None) -> Activity:
                 if array not in arrays:
                     arrays.add(array)
                     changed = True
+    result.useful = _useful(function, ops, result)
     for op in ops:
         if (op.definition is STORE or op.has(Trait.ATOMIC)) and op.operands[-1] in values:
             root = array_root(function, op, op.operands[0])
@@ -106,6 +115,29 @@ def analyze(function: Function, activities: list[str], params=None) -> Activity:
                                    f"differentiated, so its derivative would be lost",
                                    f"pass '{name}' as Duplicated(array, shadow)")
     return result
+
+
+def _useful(function: Function, ops: list[Op], activity: Activity) -> set:
+    """The active values a store into a differentiated array depends on, followed back
+    through the operations that carry derivatives and the branch arguments."""
+    values, useful = activity.values, set()
+    work = [op.operands[-1] for op in ops
+            if (op.definition is STORE or op.has(Trait.ATOMIC))
+            and array_root(function, op, op.operands[0]) in activity.arrays]
+    arguments: dict = {}     # block parameter -> the values branches pass it
+    for op in ops:
+        for successor in op.successors:
+            for param, arg in zip(successor.block.params, successor.args):
+                arguments.setdefault(param, []).append(arg)
+    while work:
+        value = work.pop()
+        if value not in values or value in useful:
+            continue
+        useful.add(value)
+        if isinstance(value, Op) and value.definition is not LOAD:
+            work.extend(value.operands)
+        work.extend(arguments.get(value, ()))
+    return useful
 
 
 def _transfer(function: Function, op: Op, values: set, arrays: set):

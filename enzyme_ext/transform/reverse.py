@@ -315,7 +315,7 @@ class Reverse:
             b.br(self.epilogue)
         else:
             params = [(param, self.take_adjoint(param)) for param in block.params
-                      if param in self.activity]
+                      if self.activity.needs_adjoint(param)]
 
             def transfer(edge):
                 predecessor, position = edge
@@ -414,7 +414,7 @@ class Reverse:
         return cell, self.b.constant(index, T.int64)
 
     def accumulate(self, value: Value, contribution: Value) -> None:
-        if value not in self.activity:
+        if not self.activity.needs_adjoint(value):
             return
         b = self.b
         type = value.type.strong
@@ -444,20 +444,18 @@ class Reverse:
 
     def reverse_op(self, op: Op) -> None:
         definition, b = op.definition, self.b
-        if definition is BARRIER:
+        if definition in (BARRIER, BARRIER_ANY):
+            # The vote of synchronize_any is taped where the reverse needs it.
             b.op(BARRIER, [])
             return
-        if definition is BARRIER_ANY:
-            raise source_error(self.kernel, op, "kk.synchronize_any is not differentiated yet",
-                               "use kk.synchronize() in kernels you differentiate")
         if definition in (PRINT, ASSUME, LOCALMEM, PRIVATE) or op.has(Trait.POSITION):
             return
         if is_marker(op, VJP_RESULT):
-            if op in self.activity:
+            if self.activity.needs_adjoint(op):
                 self.reverse_custom(op)
             return
         if definition is LOAD:
-            if op in self.activity:
+            if self.activity.needs_adjoint(op):
                 self.reverse_load(op)
             return
         if definition is STORE:
@@ -468,7 +466,7 @@ class Reverse:
             if array_root(self.kernel, op, op.operands[0]) in self.activity.arrays:
                 self.reverse_atomic(op)
             return
-        if op not in self.activity or self.adjoint_is_zero(op):
+        if not self.activity.needs_adjoint(op) or self.adjoint_is_zero(op):
             return
         rule = PARTIALS.get(definition)
         if rule is None:
@@ -479,7 +477,7 @@ class Reverse:
         adjoint = self.take_adjoint(op)
         partials = rule(b, PrimalOperands(self, op), lambda: self.primal(op))
         for operand, partial in zip(op.operands, partials):
-            if operand not in self.activity or partial is None:
+            if not self.activity.needs_adjoint(operand) or partial is None:
                 continue
             if callable(partial):
                 partial = partial()
