@@ -39,6 +39,7 @@ import json
 import math
 import queue
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -400,6 +401,10 @@ def run_batch(seeds: list[int], args, report) -> None:
         process.kill()
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def refusal_key(outcome: Outcome) -> str:
     return outcome.detail.splitlines()[0] if outcome.detail else ""
 
@@ -438,11 +443,21 @@ def run_seeds(args) -> int:
                 return
             run_batch(batch, args, report)
 
-    threads = [threading.Thread(target=job) for _ in range(args.jobs)]
+    threads = [threading.Thread(target=job, daemon=True) for _ in range(args.jobs)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        while any(thread.is_alive() for thread in threads):
+            time.sleep(0.2)
+    except KeyboardInterrupt:   # Ctrl-C or SIGTERM: the summary of the seeds done so far
+        with lock:
+            done = dict(outcomes)
+        print(f"\ninterrupted after {len(done)} of {len(seeds)} seeds")
+        seeds = sorted(done)
+        outcomes = done
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     elapsed = time.monotonic() - start
     print(summary(outcomes, seeds, elapsed, args.jobs))
     return 1 if any(o.kind in FAILURES for o in outcomes.values()) else 0
@@ -455,6 +470,12 @@ def summary(outcomes: dict[int, Outcome], seeds, elapsed: float, jobs: int) -> s
     for kind in ("pass", *NOT_CHECKED, *FAILURES):
         if counts.get(kind):
             lines.append(f"  {kind:20} {counts[kind]}")
+        if kind == "pass" and counts.get(kind):
+            passes = [o for o in outcomes.values() if o.kind == "pass"]
+            zero = sum(o.detail == "0.0 0.0" for o in passes)
+            nonfinite = sum(o.detail.startswith("both products non-finite") for o in passes)
+            lines.append(f"  {'':20} (of which {zero} with both products 0, "
+                         f"{nonfinite} with both non-finite)")
     refusals = Counter(refusal_key(o) for o in outcomes.values() if o.kind == "refused")
     if refusals:
         lines.append("refusals by message:")
