@@ -245,6 +245,16 @@ def _fmin_fmax_partials(b, operands, result):
     return _chosen(b, b.compare("eq", result(), x), x)
 
 
+def scaled(b: Builder, derivative: Value, partial: Value) -> Value:
+    """`derivative * partial`, and 0 where `derivative` is 0 whatever the partial (a strong
+    zero): an adjoint or tangent that is zero carries nothing, even through the infinite
+    partial of x / 0 or sqrt(0) on a path whose result is overwritten or not selected."""
+    product = b.binary("mul", derivative, partial)
+    zero = b.constant(0.0, product.type)
+    return b.select(b.compare("eq", derivative, b.constant(0.0, derivative.type)), zero,
+                    product)
+
+
 def has_partials(definition: OpDefinition) -> bool:
     return definition in PARTIALS
 

@@ -48,7 +48,7 @@ from .activity import Activity, analyze, array_root, source_error
 from .augmented import augmented_kernel
 from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
                      refuse_jvp_in_reverse)
-from .derivatives import MINUS_ONE, ONE, PARTIALS
+from .derivatives import MINUS_ONE, ONE, PARTIALS, scaled
 from .group_sum import GroupSum
 from .positions import linear_local_item, linear_work_item, own_element, unflatten
 from .stacks import FLOATS, INTEGERS, CountedHeader, Stacks, TapePlan
@@ -371,12 +371,11 @@ class Reverse:
 
     def recomputable(self, op: Op) -> bool:
         """Whether the reverse kernel computes `op` again rather than popping it: a load
-        from an array the kernel never writes, or a pure operation that is cheaper to
-        compute than to store and load (a math function's result is taped: one slot
-        written and read costs less than a call of sin)."""
+        from an array the kernel never writes, or a pure operation (a math function
+        too: computing sin(x) again measured faster than a push and a pop of it)."""
         if op.definition is LOAD:
             return array_root(self.kernel, op, op.operands[0]) not in self.activity.written
-        return op.is_pure and not op.has(Trait.LOOKS_THROUGH) and not op.has(Trait.MATH)
+        return op.is_pure and not op.has(Trait.LOOKS_THROUGH)
 
     def is_global(self, value: Value) -> bool:
         """Computed at the kernel's entry from parameters, constants, positions and arrays
@@ -488,7 +487,7 @@ class Reverse:
             elif partial is MINUS_ONE:
                 self.accumulate(operand, b.unary("neg", adjoint))
             else:
-                self.accumulate(operand, b.binary("mul", adjoint, partial))
+                self.accumulate(operand, scaled(b, adjoint, partial))
 
     def reverse_custom(self, op: Op) -> None:
         """The custom rule's backward function on the residuals and the adjoint, one
