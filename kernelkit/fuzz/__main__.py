@@ -13,15 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import queue
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
 
 from .generator import Options, generate
-from .runner import FAILURES, Outcome
+from .runner import Outcome
+from .workers import run_batch
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -65,74 +64,12 @@ def worker(args) -> None:
         print(f"END {seed}", file=out, flush=True)
 
 
-class WorkerProcess:
-    def __init__(self, args):
-        command = [sys.executable, "-m", "kernelkit.fuzz", "--worker", "--backend", args.backend]
-        if args.float16:
-            command.append("--float16")
-        command += ["--max-statements", str(args.max_statements), "--max-depth",
-                    str(args.max_depth)]
-        self.stderr = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self.stderr, text=True, bufsize=1)
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def send(self, seeds):
-        self.process.stdin.write("".join(f"{s}\n" for s in seeds))
-        self.process.stdin.close()
-
-    def error_tail(self) -> str:
-        self.stderr.seek(0)
-        text = self.stderr.read().decode(errors="replace").strip().splitlines()
-        return " | ".join(text[-6:])
-
-    def kill(self):
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-
-def run_batch(seeds: list[int], args, report) -> None:
-    """Run `seeds` in worker processes, replacing one that crashes or hangs."""
-    pending = list(seeds)
-    while pending:
-        worker_process = WorkerProcess(args)
-        worker_process.send(pending)
-        current, started = None, time.monotonic()
-        limit = args.timeout + 20   # the first seed also waits for the worker to start
-        while True:
-            try:
-                line = worker_process.lines.get(timeout=max(0.1, started + limit - time.monotonic()))
-            except queue.Empty:
-                seed = current if current is not None else pending[0]
-                worker_process.kill()
-                report(Outcome(seed, args.backend, "hang",
-                               f"no result after {args.timeout} s"))
-                pending.remove(seed)
-                break
-            if line is None:
-                code = worker_process.process.wait()
-                seed = current if current is not None else (pending[0] if pending else None)
-                if seed is not None:
-                    report(Outcome(seed, args.backend, "crash",
-                                   f"worker exit status {code}: {worker_process.error_tail()}"))
-                    pending.remove(seed)
-                break
-            kind, _, rest = line.partition(" ")
-            if kind == "START":
-                current, started, limit = int(rest), time.monotonic(), args.timeout
-            elif kind == "RESULT":
-                report(Outcome(**json.loads(rest)))
-            elif kind == "END":
-                pending.remove(int(rest))
-                current = None
-        worker_process.kill()
+def worker_command(args) -> list[str]:
+    command = [sys.executable, "-m", "kernelkit.fuzz", "--worker", "--backend", args.backend]
+    if args.float16:
+        command.append("--float16")
+    return command + ["--max-statements", str(args.max_statements), "--max-depth",
+                      str(args.max_depth)]
 
 
 def run_seeds(args) -> int:
@@ -174,7 +111,7 @@ def run_seeds(args) -> int:
                 batch = work.get_nowait()
             except queue.Empty:
                 return
-            run_batch(batch, args, report)
+            run_batch(batch, worker_command(args), args.backend, args.timeout, report)
 
     threads = [threading.Thread(target=job) for _ in range(args.jobs)]
     for thread in threads:
