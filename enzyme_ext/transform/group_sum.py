@@ -7,7 +7,7 @@ from kernelkit.ir.builder import Builder
 from kernelkit.ir.definitions import BARRIER, COMPARISONS, LOAD, LOCALMEM, STORE
 from kernelkit.ir.ops import Value
 
-from .positions import linear_group, linear_local_item
+from .positions import linear_group, linear_local_item, partial_group
 
 ACCUMULATORS = 8          # independent sums when a work-group's shares are added
 
@@ -17,9 +17,9 @@ class GroupSum:
     work-item writes its value into local memory at its local number, and the group's
     first work-item adds them up, entry e into sum e mod ACCUMULATORS (independent
     additions, not one chain), then the sums in order. The same bits whatever the
-    backend or its threads, with two barriers (a tree would take one per level).
-    Work-items outside the ndrange do not run, so the first work-item zeroes every
-    entry first."""
+    backend or its threads, with one barrier (a tree would take one per level).
+    Work-items outside the ndrange do not run, so in a partial group the first
+    work-item zeroes every entry first, behind a barrier of its own."""
 
     def __init__(self, b: Builder, workgroupsize: tuple[int, ...]):
         self.b, self.workgroupsize = b, workgroupsize
@@ -36,43 +36,55 @@ class GroupSum:
         scratch = b.op(LOCALMEM, [], T.ArrayType(T.float64, 2, "C", space="local",
                                                  shape=(len(values), padded)))
         first = b.emit(COMPARISONS["eq"], [local, b.constant(0, T.int64)], T.bool_)
-        then, after = b.new_block(), b.new_block()
-        b.cbr(first, then, [], after, [])
-        b.position_at_end(then)
         zero = b.constant(0.0, T.float64)
-        self.loop(padded, 1, lambda item: [
-            b.op(STORE, [scratch, b.constant(row, T.int64), item, zero]) for row in rows], 0)
-        b.br(after)
-        b.position_at_end(after)
-        b.op(BARRIER, [])
+
+        def zero_from(start: int) -> None:
+            self.when(first, lambda: self.loop(start, padded, 1, lambda item: [
+                b.op(STORE, [scratch, b.constant(row, T.int64), item, zero])
+                for row in rows], 0))
+        if padded > self.size:      # entries past the group's size: no work-item writes them
+            zero_from(self.size)
+        # In a partial group (the last along an axis) the missing work-items leave their
+        # entries unwritten: the first zeroes them all before the others write theirs.
+        def zero_all() -> None:
+            zero_from(0)
+            b.op(BARRIER, [])
+        self.when(partial_group(b, self.workgroupsize), zero_all)
         for row, value in enumerate(values):
             b.op(STORE, [scratch, b.constant(row, T.int64), local, value])
         b.op(BARRIER, [])
-        then, after = b.new_block(), b.new_block()
-        b.cbr(first, then, [], after, [])
-        b.position_at_end(then)
 
         def entries(item):
             return [b.op(LOAD, [scratch, b.constant(row, T.int64),
                                 b.binary("add", item, b.constant(lane, T.int64))], T.float64)
                     for row in rows for lane in range(lanes)]
-        sums = self.loop(padded, lanes, entries, len(values) * lanes)
-        group = linear_group(b, self.workgroupsize)
-        for row, array in enumerate(arrays):
-            total = sums[row * lanes]
-            for lane in range(1, lanes):
-                total = b.binary("add", total, sums[row * lanes + lane])
-            b.op(STORE, [array, group, total])
+
+        def add_up() -> None:
+            sums = self.loop(0, padded, lanes, entries, len(values) * lanes)
+            group = linear_group(b, self.workgroupsize)
+            for row, array in enumerate(arrays):
+                total = sums[row * lanes]
+                for lane in range(1, lanes):
+                    total = b.binary("add", total, sums[row * lanes + lane])
+                b.op(STORE, [array, group, total])
+        self.when(first, add_up)
+
+    def when(self, condition: Value, build) -> None:
+        b = self.b
+        then, after = b.new_block(), b.new_block()
+        b.cbr(condition, then, [], after, [])
+        b.position_at_end(then)
+        build()
         b.br(after)
         b.position_at_end(after)
 
-    def loop(self, end: int, step: int, body, carried: int) -> list[Value]:
-        """`for item in range(0, end, step)`; `body(item)` gives `carried` values, each
+    def loop(self, start: int, end: int, step: int, body, carried: int) -> list[Value]:
+        """`for item in range(start, end, step)`; `body(item)` gives `carried` values, each
         added up over the loop in order into a sum of its own, which are returned."""
         b = self.b
         header = b.new_block((T.int64,) + (T.float64,) * carried)
         inside, done = b.new_block(), b.new_block((T.float64,) * carried)
-        b.br(header, [b.constant(0, T.int64)] + [b.constant(0.0, T.float64)] * carried)
+        b.br(header, [b.constant(start, T.int64)] + [b.constant(0.0, T.float64)] * carried)
         b.position_at_end(header)
         item, *sums = header.params
         b.cbr(b.compare("lt", item, b.constant(end, T.int64)), inside, [], done, sums)

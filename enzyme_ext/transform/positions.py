@@ -80,3 +80,16 @@ def linear_group(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
                           b.constant(size, T.int64))
         linear = b.binary("add", b.binary("mul", linear, groups), group)
     return linear
+
+
+def partial_group(b: Builder, workgroupsize: tuple[int, ...]) -> Value:
+    """Whether the work-group reaches past the ndrange on some axis (its missing
+    work-items do not run)."""
+    partial = None
+    for axis, size in enumerate(workgroupsize):
+        group = b.op(GROUP_ID, [], T.int64, {"axis": axis})
+        end = b.binary("mul", b.binary("add", group, b.constant(1, T.int64)),
+                       b.constant(size, T.int64))
+        past = b.compare("gt", end, b.op(NDRANGE, [], T.int64, {"axis": axis}))
+        partial = past if partial is None else b.binary("or", partial, past)
+    return partial

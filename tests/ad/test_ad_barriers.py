@@ -5,7 +5,7 @@ out of a barrier and none outside the ndrange touching the tape."""
 import numpy as np
 
 import kernelkit as kk
-from enzyme_ext import Duplicated, Reverse, autodiff
+from enzyme_ext import Active, Duplicated, Reverse, autodiff
 
 GROUP = 64
 TILE = 8
@@ -79,3 +79,24 @@ def test_a_tiled_matmul_in_local_memory(backend):
     np.testing.assert_allclose(kk.to_numpy(c), a @ b)
     np.testing.assert_allclose(kk.to_numpy(da), seed @ b.T)
     np.testing.assert_allclose(kk.to_numpy(db), a.T @ seed)
+
+
+@kk.kernel
+def scaled_2d(y, a, x: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    y[i, j] = a * x[i, j] * x[i, j]
+
+
+def test_an_active_scalar_is_summed_over_partial_work_groups_in_two_dimensions(backend):
+    """The reverse kernel sums an Active scalar's shares per work-group; groups that reach
+    past the ndrange on either axis have work-items that do not run."""
+    shape = (21, 13)
+    x = np.random.default_rng(9).uniform(-1, 1, shape)
+    seed = np.random.default_rng(10).uniform(-1, 1, shape)
+    y = kk.zeros(backend, np.float64, shape)
+    dx = kk.zeros(backend, np.float64, shape)
+    _, da, _ = autodiff(Reverse, scaled_2d(backend, (8, 4)),
+                        Duplicated(y, kk.to_backend(backend, seed.copy())), Active(1.5),
+                        Duplicated(kk.to_backend(backend, x), dx), ndrange=shape)
+    np.testing.assert_allclose(da, np.sum(seed * x * x), rtol=1e-12)
+    np.testing.assert_allclose(kk.to_numpy(dx), 3.0 * seed * x, rtol=1e-12)
