@@ -28,7 +28,7 @@ from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
 
 
 def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
-             max_iterations: int = DEFAULT_MAX_ITERATIONS):
+             max_iterations: int | None = None):
     """Differentiate one launch of `launch` (`k(backend, workgroupsize)`).
 
     Reverse: runs the primal (augmented) and the reverse pass; returns one entry per
@@ -58,7 +58,7 @@ def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
 autodiff.__kernelkit_call__ = translate_call
 
 
-def autodiff_thunk(mode: Mode, launch, *activities, max_iterations: int = DEFAULT_MAX_ITERATIONS):
+def autodiff_thunk(mode: Mode, launch, *activities, max_iterations: int | None = None):
     """`forward, reverse = autodiff_thunk(ReverseSplit, k(backend, wg), Duplicated, Active,
     Const)`: `tape = forward(*args, ndrange=...)` runs the augmented primal and returns the
     tape; `reverse(*args, tape=tape, ndrange=...)` runs the reverse pass and returns what
@@ -206,15 +206,36 @@ class Rule:
             AUGMENTED, values, shadows, ndrange, workgroupsize)
         layout = tape_layout(job)
         items = int(np.prod(ndrange))
-        floats, integers = layout.slots(values, self.max_iterations)
-        tape = Tape.for_launch(self.backend, (floats, integers), items,
-                               (ndrange, workgroupsize), self.kernel.name)
+        geometry = (ndrange, workgroupsize)
+        if self.max_iterations is None and layout.unknown_loops() and items:
+            slots = self.measure_slots(prepared, parameters, layout, values, items, geometry)
+        else:
+            slots = layout.slots(values, self.max_iterations or DEFAULT_MAX_ITERATIONS)
+        tape = Tape.for_launch(self.backend, slots, items, geometry, self.kernel.name)
         arguments = [values[p.index] if p.role == "primal" else tape.arrays[p.field]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
-        if layout.loops and items and (floats or integers):
-            self.check_capacity(tape, layout, (floats, integers))
+        if layout.loops and items and any(slots):
+            self.check_capacity(tape, layout, slots)
         return tape
+
+    def measure_slots(self, prepared, parameters, layout, values, items, geometry
+                      ) -> tuple[int, int]:
+        """The slots a launch needs when its loops' trip counts depend on data: the
+        augmented kernel run once on copies of the arrays it writes, with a tape of one
+        slot that it overwrites, counting (`max_iterations=None`, the default)."""
+        backend = self.backend
+        copies = {}
+        for index in layout.written:
+            original = values[index]
+            copies[index] = backend.allocate(original.dtype, np.shape(original))
+            backend.copyto(copies[index], original)
+        scratch = Tape.for_launch(backend, (1, 1), items, geometry, self.kernel.name)
+        arguments = [copies.get(p.index, values[p.index]) if p.role == "primal"
+                     else scratch.arrays[p.field] for p in parameters]
+        backend.launch(prepared, tuple(arguments), *geometry)
+        counts = backend.to_numpy(scratch.arrays["tape_counts"])
+        return tuple(int(n) for n in counts.max(axis=1))
 
     def check_capacity(self, tape: Tape, layout, capacity) -> None:
         counts = self.backend.to_numpy(tape.arrays["tape_counts"])
@@ -228,8 +249,10 @@ class Rule:
             f"than the tape was sized for: it needs {int(needed[0])} float and "
             f"{int(needed[1])} integer slots, the tape has {capacity[0]} and {capacity[1]} "
             f"(loops whose trip counts the arguments do not give are sized for "
-            f"max_iterations={self.max_iterations}); pass a larger max_iterations= to "
-            f"autodiff or autodiff_thunk")
+            f"max_iterations={self.max_iterations}, or by a run that counted them if the "
+            f"kernel's control flow depends on the order its atomics ran in); pass a larger "
+            f"max_iterations= to autodiff or autodiff_thunk, or max_iterations=None to "
+            f"count")
 
     def reverse(self, args, tape: Tape, ndrange, workgroupsize):
         if not isinstance(tape, Tape):

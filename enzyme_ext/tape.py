@@ -22,8 +22,9 @@ from .activities import Mode, activity_class
 from .signature import AUGMENTED, TAPE_FIELDS
 
 DEFAULT_MAX_ITERATIONS = 1024
-"""The trip count assumed for a loop whose trip count a launch's arguments do not give
-(a `while` on data): the tape holds that many iterations per work-item, and a launch
+"""The trip count `tape_type` assumes for a loop whose trip count the arguments do not
+give (a `while` on data). A launch measures such loops instead, unless it is given
+`max_iterations=`: then the tape holds that many iterations per work-item, and a launch
 that needs more is an error that says how many."""
 
 

@@ -95,7 +95,7 @@ class Reverse:
                 self.extra[(parameter.role, parameter.field or parameter.index)] = value
         self.shadows = {kernel.params[index]: value for (role, index), value in
                         self.extra.items() if role == "shadow"}
-        self.plan = TapePlan()
+        self.plan = TapePlan(written=frozenset(activity.written))
         self.order = kernel.reachable_blocks()
         predecessors = {block: [] for block in self.order}
         for block in self.order:

@@ -5,8 +5,9 @@ arguments, array shapes and constants.
 Each block contributes its slots times the trip counts of the loops around it (its own
 loop's header runs once more than the body). A loop whose trip count cannot be known
 at launch (a `while` on data, a bound that depends on the work-item or on memory) is
-counted as `max_iterations`, and the augmented kernel's counts tell whether that was
-enough: an overflow is an error naming the loop, never a truncated tape."""
+counted as `max_iterations`, or the launch rule measures the launch (a run on copies of
+the arrays the kernel writes, counting); the augmented kernel's counts tell whether the
+tape was enough: an overflow is an error naming the loop, never a truncated tape."""
 from __future__ import annotations
 
 import math
@@ -50,6 +51,7 @@ class TapeLayout:
     kernel: str
     terms: tuple
     loops: tuple
+    written: tuple = ()     # the parameters (by position) the kernel writes
 
     def unknown_loops(self) -> list[LoopBound]:
         return [loop for loop in self.loops if loop.trip_count is None]
@@ -79,7 +81,9 @@ def tape_layout(kernel: Function, plan: TapePlan) -> TapeLayout:
         around = tuple(bounds[h] for h, body in loops.items() if block in body)
         headers = frozenset({bounds[block]}) if block in loops else frozenset()
         terms.append((floats, integers, around, headers))
-    return TapeLayout(kernel.name, tuple(terms), tuple(bounds.values()))
+    written = tuple(index for index, param in enumerate(kernel.params)
+                    if param in plan.written)
+    return TapeLayout(kernel.name, tuple(terms), tuple(bounds.values()), written)
 
 
 _NORMALIZED = {("lt", True): "lt", ("le", True): "le", ("gt", True): "gt", ("ge", True): "ge",

@@ -167,3 +167,35 @@ def test_a_tape_too_large_to_allocate_is_an_error_saying_how_large():
         autodiff(Reverse, power_loop(backend, 64), Duplicated(y, np.ones(1000)),
                  Duplicated(x, np.zeros(1000)), Const(10 ** 9), ndrange=1000)
     np.testing.assert_array_equal(y, np.zeros(1000))   # nothing ran
+
+
+@kk.kernel
+def accumulate_until(y, x, limit):
+    """Adds x[i] to y[i] until it passes limit: a trip count that depends on data."""
+    i = kk.index(kk.Global)
+    v = y[i]
+    while v < limit:
+        v += x[i] * x[i]
+    y[i] = v
+
+
+def test_loops_whose_trip_counts_depend_on_data_are_measured_and_run_once():
+    """Without max_iterations the launch is measured on copies of the arrays the kernel
+    writes: the tape fits (5,000 trips, past the 1,024 a fixed size would assume) and the
+    primal's update happens once."""
+    backend = kk.CPU()
+    n = 8
+    x = np.full(n, 0.1)
+    y = np.zeros(n)
+    dy, dx = np.ones(n), np.zeros(n)
+    autodiff(Reverse, accumulate_until(backend, 8), Duplicated(y, dy), Duplicated(x, dx),
+             Const(50.0), ndrange=n)
+    value, trips = 0.0, 0
+    while value < 50.0:
+        value, trips = value + 0.1 * 0.1, trips + 1
+    assert trips > 1024
+    np.testing.assert_array_equal(y, np.full(n, value))   # one run, not two
+    np.testing.assert_allclose(dx, 2 * 0.1 * trips, rtol=1e-9)
+    with pytest.raises(KernelkitError, match=r"line \d+.*max_iterations"):
+        autodiff(Reverse, accumulate_until(backend, 8), Duplicated(np.zeros(n), np.ones(n)),
+                 Duplicated(x, np.zeros(n)), Const(50.0), ndrange=n, max_iterations=1024)
