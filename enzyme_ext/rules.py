@@ -24,7 +24,8 @@ from .device import translate_call
 from .jobs import compiler_job_from_backend, derivative_job
 from .reduce import deterministic_sum
 from .signature import AUGMENTED, FORWARD, REVERSE, derivative_parameters
-from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
+from .tape import DEFAULT_MAX_ITERATIONS, Tape
+from .transform.plugin import ADPlugin
 
 
 def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
@@ -165,7 +166,7 @@ class Rule:
         return values, shadows
 
     def derivative(self, mode: str, values, shadows, ndrange, workgroupsize):
-        """(prepared derivative kernel, its parameters, its job, geometry)."""
+        """(prepared derivative kernel, its parameters, the compiled kernel, geometry)."""
         backend, kernel = self.backend, self.kernel
         ndrange, workgroupsize = self.launcher.geometry(ndrange, workgroupsize)
         argtypes = kernel.argument_types(backend, tuple(values))
@@ -184,7 +185,7 @@ class Rule:
                                                list(argtypes), list(shadow_types))
             assert compiled.parameter_types == tuple(p.type for p in parameters)
             prepared = backend.prepare(compiled, compiled.parameter_types, len(ndrange))
-            entry = self._prepared[key] = (prepared, parameters, job)
+            entry = self._prepared[key] = (prepared, parameters, compiled)
         return (*entry, ndrange, workgroupsize)
 
     # -- the launches ----------------------------------------------------------------------
@@ -202,9 +203,9 @@ class Rule:
         # The reverse kernel is compiled first: an error in it must come before the primal
         # arrays are overwritten.
         self.derivative(REVERSE, values, shadows, ndrange, workgroupsize)
-        prepared, parameters, job, ndrange, workgroupsize = self.derivative(
+        prepared, parameters, compiled, ndrange, workgroupsize = self.derivative(
             AUGMENTED, values, shadows, ndrange, workgroupsize)
-        layout = tape_layout(job)
+        layout = compiled.notes[ADPlugin.name]
         items = int(np.prod(ndrange))
         geometry = (ndrange, workgroupsize)
         if self.max_iterations is None and layout.unknown_loops() and items:

@@ -30,7 +30,8 @@ that needs more is an error that says how many."""
 
 @functools.lru_cache(maxsize=256)
 def tape_layout(derivative: CompilerJob):
-    """The tape layout (`transform.sizing.TapeLayout`) of a derivative job."""
+    """The tape layout (`transform.sizing.TapeLayout`) of a derivative job, from its
+    target-neutral IR (a launch reads it from the compiled kernel's notes instead)."""
     from .transform.plugin import ADPlugin
     module = target_neutral_module(derivative)
     return module.notes[ADPlugin.name]

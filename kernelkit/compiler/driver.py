@@ -37,6 +37,9 @@ class CompiledKernel:
     uses_print: bool = False
     info: dict = field(default_factory=dict)
     _llvm_module: Any = None
+    # What plugins noted about the module (`Module.notes`): made again by each build,
+    # since the typed IR is always made (it is the disk cache's key), never stored.
+    notes: dict = field(default_factory=dict)
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -164,7 +167,8 @@ def build(job: CompilerJob) -> CompiledKernel:
         disk_cache.store(key, entry)
     return CompiledKernel(job, entry.ir, entry.llvm_ir, entry.artifact,
                           target.load(entry.artifact, job), entry.uses_print,
-                          info_from_json(entry.info), _llvm_module=llvm_module)
+                          info_from_json(entry.info), _llvm_module=llvm_module,
+                          notes=module.notes)
 
 
 def generate(job: CompilerJob, module: Module, ir_text: str):
