@@ -121,10 +121,16 @@ class CountedLoop:
 
 
 def counted_loop(header: Block, body: set[Block]) -> CountedLoop | None:
-    """The loop as a `CountedLoop`, if its header ends with a branch on a comparison of an
-    induction variable with a value other than a parameter of the header."""
+    """The loop as a `CountedLoop`, if its header ends with a branch, one way into the
+    loop and one out of it, on a comparison of an induction variable with a value other
+    than a parameter of the header."""
     branch = header.terminator
     if branch.definition is not CBR:
+        return None
+    # The branch must leave the loop when the comparison fails: with both successors in
+    # the loop (`while i < n or more:` joins them inside it), the comparison bounds
+    # nothing.
+    if [s.block in body for s in branch.successors].count(True) != 1:
         return None
     condition = branch.operands[0]
     if not isinstance(condition, Op) or condition.definition not in _COMPARISONS:

@@ -182,3 +182,31 @@ def test_equal_constant_steps_on_two_back_edges_are_one_step():
     loop = counted_loop(*only_loop(text))
     assert loop.variable.step.attrs["value"] == 2
     assert loop.trip_count(limit=32) == 5
+
+
+def test_a_header_whose_both_branches_stay_in_the_loop_is_not_counted():
+    """`while i < 0 or x[i] > 0` tests `i < 0` in the header, but a failing comparison goes
+    on to the second condition inside the loop: it bounds nothing."""
+    function = parse_module("""
+kernel @k(x) -> void file "k.py" {
+^bb0(%0: array<f64, 1, C>):
+  %1 = const 0 : i64
+  %2 = const 1 : i64
+  br ^bb1(%1)
+^bb1(%3: i64):
+  %4 = lt %3, %1 : bool
+  cbr %4, ^bb3(), ^bb2()
+^bb2():
+  %5 = load %0, %3 : f64
+  %6 = const 0.0 : f64
+  %7 = gt %5, %6 : bool
+  cbr %7, ^bb3(), ^bb4()
+^bb3():
+  %8 = add %3, %2 : i64
+  br ^bb1(%8)
+^bb4():
+  ret
+}
+""").kernel
+    (header, body), = natural_loops(function).items()
+    assert counted_loop(header, body) is None
