@@ -94,7 +94,8 @@ def plan_for(case) -> Plan | None:
     if rng.random() < 0.5:
         duplicated = floats
     else:
-        duplicated = [k for k in floats if rng.random() < 0.5] or [floats[rng.integers(len(floats))]]
+        duplicated = [k for k in floats if rng.random() < 0.5] or \
+            [floats[rng.integers(len(floats))]]
     wrap_const = bool(rng.random() < 0.5)
     tangents, seeds = {}, {}
     for k in duplicated:
@@ -262,7 +263,8 @@ def check_case(case, backend, details: list | None = None) -> Outcome:
                                f"{label}: d_{param.name} changed at base elements "
                                f"{np.argwhere(outside)[:4].tolist()} outside its view "
                                f"{param.view!r}")
-        view = lambda a: np.asarray(apply_view(a, param.view), dtype=np.float64).ravel()
+        def view(a, param=param):
+            return np.asarray(apply_view(a, param.view), dtype=np.float64).ravel()
         with np.errstate(all="ignore"):
             forward_terms = view(plan.seeds[k]) * view(results["forward"][1][k])
             reverse_terms = view(results["reverse"][1][k]) * view(plan.tangents[k])
