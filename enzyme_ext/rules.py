@@ -146,6 +146,11 @@ class Rule:
                 raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is Active, "
                                   f"which is for scalars; pass an array as "
                                   f"Duplicated({name}, shadow)")
+            if activity is Active and not np.issubdtype(type(value), np.floating) and \
+                    not isinstance(value, float):
+                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is Active({value!r}), "
+                                  f"an integer, which has no derivative: pass a float "
+                                  f"(Active({float(value)!r}))")
             if issubclass(activity, Duplicated):
                 if scalar and mode != FORWARD:
                     raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is a "
@@ -163,7 +168,29 @@ class Rule:
                         f"{np.shape(shadow)} and {getattr(shadow, 'dtype', type(shadow))}")
             values.append(value)
             shadows.append(shadow)
+        self.refuse_shared_memory(values, shadows)
         return values, shadows
+
+    def refuse_shared_memory(self, values, shadows) -> None:
+        """Arguments whose memory overlaps, where one is differentiated or a shadow: the
+        transform takes each argument for memory of its own, so a value read through one
+        and overwritten through the other would not be taped (a silently wrong
+        gradient)."""
+        arrays = []
+        for value, shadow, activity, name in zip(values, shadows, self.activities,
+                                                 self.kernel.parameters):
+            differentiated = issubclass(activity, Duplicated)
+            if _memory_range(value) is not None:
+                arrays.append((name, value, differentiated))
+            if _memory_range(shadow) is not None:
+                arrays.append((f"the shadow of '{name}'", shadow, True))
+        for position, (first, a, differentiated_a) in enumerate(arrays):
+            for second, b, differentiated_b in arrays[position + 1:]:
+                if (differentiated_a or differentiated_b) and _overlap(a, b):
+                    raise LaunchError(
+                        f"kernel '{self.kernel.name}': {_quoted(first)} and {_quoted(second)} "
+                        f"share memory; a differentiated argument or a shadow must have "
+                        f"memory of its own: pass a copy")
 
     def derivative(self, mode: str, values, shadows, ndrange, workgroupsize):
         """(prepared derivative kernel, its parameters, the compiled kernel, geometry)."""
@@ -213,6 +240,7 @@ class Rule:
         else:
             slots = layout.slots(values, self.max_iterations or DEFAULT_MAX_ITERATIONS)
         tape = Tape.for_launch(self.backend, slots, items, geometry, self.kernel.name)
+        tape.owner = (self, compiled.job)
         arguments = [values[p.index] if p.role == "primal" else tape.arrays[p.field]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
@@ -260,6 +288,12 @@ class Rule:
             raise LaunchError(f"kernel '{self.kernel.name}': tape= must be the tape the "
                               f"forward half returned, not {type(tape).__name__}")
         values, shadows = self.unwrap(args, REVERSE)
+        augmented = self.derivative(AUGMENTED, values, shadows, ndrange, workgroupsize)[2]
+        if tape.owner != (self, augmented.job):
+            raise LaunchError(f"kernel '{self.kernel.name}': this tape was made by "
+                              f"another kernel's forward half ('{tape.kernel}'), or for "
+                              f"arguments of other types: pass the tape the forward half of "
+                              f"this autodiff_thunk returned for these arguments")
         prepared, parameters, _, ndrange, workgroupsize = self.derivative(
             REVERSE, values, shadows, ndrange, workgroupsize)
         if tape.geometry != (ndrange, workgroupsize):
@@ -280,6 +314,36 @@ class Rule:
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
         return tuple(deterministic_sum(self.backend, partials[i]) if i in partials else None
                      for i in range(len(values)))
+
+
+def _memory_range(array) -> tuple[int, int] | None:
+    """The bytes an array spans, from its array interface (host or CUDA), or None for a
+    scalar."""
+    interface = getattr(array, "__array_interface__", None) or \
+        getattr(array, "__cuda_array_interface__", None)
+    if interface is None or np.isscalar(array):
+        return None
+    start = interface["data"][0]
+    itemsize = np.dtype(interface["typestr"]).itemsize
+    shape, strides = interface["shape"], interface.get("strides")
+    if strides is None:
+        strides = tuple(int(np.prod(shape[i + 1:])) * itemsize for i in range(len(shape)))
+    if any(extent == 0 for extent in shape):
+        return (start, start)
+    low = start + sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
+    high = start + itemsize + sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0)
+    return (low, high)
+
+
+def _overlap(a, b) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.shares_memory(a, b))
+    (a_low, a_high), (b_low, b_high) = _memory_range(a), _memory_range(b)
+    return a_low < b_high and b_low < a_high
+
+
+def _quoted(name: str) -> str:
+    return name if name.startswith("the shadow") else f"'{name}'"
 
 
 def _compile(job, kernel: str):

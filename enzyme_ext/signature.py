@@ -46,12 +46,12 @@ def derivative_parameters(mode: str, activities: list[str], names: list[str],
                           types: list[T.IRType], shadow_types: list[T.IRType | None]
                           ) -> list[Parameter]:
     parameters = []
-    for index, (activity, name, type) in enumerate(zip(activities, names, types)):
-        parameters.append(Parameter(name, type, "primal", index))
+    for index, (activity, name, primal_type) in enumerate(zip(activities, names, types)):
+        parameters.append(Parameter(name, primal_type, "primal", index))
         duplicated = activity in ("duplicated", "duplicated_no_need")
         if mode == FORWARD and duplicated:
             parameters.append(Parameter(f"d_{name}", shadow_types[index], "shadow", index))
-        elif mode == REVERSE and duplicated and isinstance(type, T.ArrayType):
+        elif mode == REVERSE and duplicated and isinstance(primal_type, T.ArrayType):
             parameters.append(Parameter(f"d_{name}", shadow_types[index], "shadow", index))
         elif mode == REVERSE and activity == "active":
             parameters.append(Parameter(f"d_{name}", PARTIALS_TYPE, "partials", index))

@@ -77,6 +77,7 @@ class Tape:
         self.items = items
         self.geometry = geometry
         self.kernel = kernel
+        self.owner = None       # (the launch rule, the augmented job) that filled it
         self.arrays = {}
         used = any(record.fields[name][0].shape[0] for name in record.names[:2])
         for name in record.names:

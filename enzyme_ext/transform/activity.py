@@ -52,7 +52,7 @@ def is_float_array(value: Value) -> bool:
 
 
 @dataclass
-class Activity:
+class ActivityAnalysis:
     function: Function
     activities: list[str]
     values: set = field(default_factory=set)        # active values
@@ -74,11 +74,11 @@ class Activity:
         return [v in self.values for v in op.operands]
 
 
-def analyze(function: Function, activities: list[str], params=None) -> Activity:
+def analyze(function: Function, activities: list[str], params=None) -> ActivityAnalysis:
     """The function's active values and arrays, found by iterating to a fixed point over
     its operations and branch arguments. `activities` are those of `params` (by default,
     the function's parameters)."""
-    result = Activity(function, activities)
+    result = ActivityAnalysis(function, activities)
     values, arrays = result.values, result.arrays
     for param, activity in zip(function.params if params is None else params, activities):
         if activity in DIFFERENTIATED:
@@ -117,7 +117,7 @@ def analyze(function: Function, activities: list[str], params=None) -> Activity:
     return result
 
 
-def _useful(function: Function, ops: list[Op], activity: Activity) -> set:
+def _useful(function: Function, ops: list[Op], activity: ActivityAnalysis) -> set:
     """The active values a store into a differentiated array depends on, followed back
     through the operations that carry derivatives and the branch arguments."""
     values, useful = activity.values, set()

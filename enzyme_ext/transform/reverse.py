@@ -44,7 +44,7 @@ from kernelkit.passes.inline import inline_call
 
 from ..custom import VJP_MARKER
 from ..signature import AUGMENTED, REVERSE, derivative_parameters
-from .activity import Activity, analyze, array_root, source_error
+from .activity import ActivityAnalysis, analyze, array_root, source_error
 from .augmented import augmented_kernel
 from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
                      refuse_jvp_in_reverse)
@@ -75,7 +75,7 @@ def reverse_kernels(kernel: Function, activities: list[str], shadows: list, work
 
 
 class Reverse:
-    def __init__(self, kernel: Function, activity: Activity, parameters, workgroupsize,
+    def __init__(self, kernel: Function, activity: ActivityAnalysis, parameters, workgroupsize,
                  module: Module):
         self.kernel = kernel
         self.module = module
@@ -115,6 +115,7 @@ class Reverse:
         self.stacks: Stacks | None = None
         self.calls: list[Op] = []         # of custom rules' backward functions
         self.counter_cell: Op | None = None   # the counted loops' counters, by header
+        self.exclusive_shadows: dict = {}     # array -> whether its shadow needs no atomics
 
     def find_counted_loops(self) -> None:
         """The loops the reverse runs with a counter of its own (`CountedHeader`): one
@@ -234,10 +235,10 @@ class Reverse:
         """Size the adjoint cells, zero them, set the stacks' counts; enter the prologue."""
         b = self.b
         b.position_at_end(self.function.entry)
-        for type, cell in self.cells.items():
+        for dtype, cell in self.cells.items():
             count = sum(1 for c, _ in self.slots.values() if c is cell)
-            cell.type = T.ArrayType(type, 1, "C", space="private", shape=(count,))
-            zero = b.constant(0.0, type)
+            cell.type = T.ArrayType(dtype, 1, "C", space="private", shape=(count,))
+            zero = b.constant(0.0, dtype)
             for index in range(count):
                 b.op(STORE, [cell, b.constant(index, T.int64), zero])
         if self.stacks is not None:
@@ -398,14 +399,14 @@ class Reverse:
     # -- adjoints -----------------------------------------------------------------------------
 
     def slot(self, value: Value) -> tuple[Op, Value]:
-        type = value.type.strong
-        cell = self.cells.get(type)
+        adjoint_type = value.type.strong
+        cell = self.cells.get(adjoint_type)
         if cell is None:
             b = self.b
             insertion = (b.block, b.before)
             b.position_at_end(self.function.entry)
-            cell = self.cells[type] = b.op(PRIVATE, [], T.ArrayType(
-                type, 1, "C", space="private", shape=(1,)))
+            cell = self.cells[adjoint_type] = b.op(PRIVATE, [], T.ArrayType(
+                adjoint_type, 1, "C", space="private", shape=(1,)))
             b.block, b.before = insertion
         if value not in self.slots:
             self.slots[value] = (cell, sum(1 for c, _ in self.slots.values() if c is cell))
@@ -416,27 +417,27 @@ class Reverse:
         if not self.activity.needs_adjoint(value):
             return
         b = self.b
-        type = value.type.strong
-        if contribution.type != type:
-            contribution = b.cast(contribution, type)
+        adjoint_type = value.type.strong
+        if contribution.type != adjoint_type:
+            contribution = b.cast(contribution, adjoint_type)
         if value in self.local_adjoints:
             previous = self.adjoints.get(value)
             self.adjoints[value] = contribution if previous is None else \
                 b.binary("add", previous, contribution)
             return
         cell, index = self.slot(value)
-        total = b.binary("add", b.op(LOAD, [cell, index], type), contribution)
+        total = b.binary("add", b.op(LOAD, [cell, index], adjoint_type), contribution)
         b.op(STORE, [cell, index, total])
 
     def take_adjoint(self, value: Value) -> Value:
         """The adjoint of `value`, then zero for its next definition."""
         b = self.b
-        type = value.type.strong
+        adjoint_type = value.type.strong
         if value in self.local_adjoints:
-            return self.adjoints.pop(value, None) or b.constant(0.0, type)
+            return self.adjoints.pop(value, None) or b.constant(0.0, adjoint_type)
         cell, index = self.slot(value)
-        adjoint = b.op(LOAD, [cell, index], type)
-        b.op(STORE, [cell, index, b.constant(0.0, type)])
+        adjoint = b.op(LOAD, [cell, index], adjoint_type)
+        b.op(STORE, [cell, index, b.constant(0.0, adjoint_type)])
         return adjoint
 
     # -- the rules -----------------------------------------------------------------------------
@@ -534,11 +535,22 @@ class Reverse:
             b.op(ATOMICS["add"], [shadow, *indices, b.cast(adjoint, dtype)], dtype)
 
     def own_element(self, op: Op) -> bool:
-        """Whether the element `op` accesses is one no other work-item touches: a private
-        array's, a local array's indexed by the work-item's local indices, a global
-        array's indexed by its global indices."""
+        """Whether the shadow element a load's reverse updates is one no other work-item
+        updates: every load of the array reads the work-item's own element (a private
+        array's; a local array's at the work-item's local indices; a global array's at
+        its global indices). One load of a neighbour makes every update of the array's
+        shadow atomic: a plain update of d[i] would race with the neighbour's atomic one."""
         root = array_root(self.kernel, op, op.operands[0])
-        indices = op.operands[1:len(op.operands) - (op.definition is not LOAD)]
+        exclusive = self.exclusive_shadows.get(root)
+        if exclusive is None:
+            exclusive = self.exclusive_shadows[root] = all(
+                self.own_access(load) for load in self.kernel.ops()
+                if load.definition is LOAD and load.operands[0] is root)
+        return exclusive
+
+    def own_access(self, op: Op) -> bool:
+        root = array_root(self.kernel, op, op.operands[0])
+        indices = op.operands[1:]
         ndim = len(self.workgroupsize)
         if is_op(root, PRIVATE):
             return True

@@ -97,6 +97,9 @@ def _trip_count(kernel: Function, header, body):
     if counted is None:
         return None
     variable = counted.variable
+    if not all(isinstance(v.type, T.ScalarType) and v.type.is_integer
+               for v in (variable.counter, variable.start, variable.step, counted.bound)):
+        return None    # a float counter or bound: measured, not worked out
     try:
         for value in (variable.start, variable.step, counted.bound):
             _host_value(kernel, value, None, check=True)

@@ -87,14 +87,14 @@ class Stacks:
         b.op(STORE, [array, slot, self.work_item, b.cast(value, array.type.dtype)])
         b.op(STORE, [self.cell, self.index(stack), b.binary("add", top, b.constant(1, T.int64))])
 
-    def pop(self, type: T.ScalarType) -> Value:
+    def pop(self, value_type: T.ScalarType) -> Value:
         b = self.b
-        stack = FLOATS if type.is_float else INTEGERS
+        stack = FLOATS if value_type.is_float else INTEGERS
         top = b.binary("sub", b.op(LOAD, [self.cell, self.index(stack)], T.int64),
                        b.constant(1, T.int64))
         b.op(STORE, [self.cell, self.index(stack), top])
         value = b.op(LOAD, [self.arrays[stack], top, self.work_item], self.arrays[stack].type.dtype)
-        return b.cast(value, type)
+        return b.cast(value, value_type)
 
     def counts(self) -> tuple[Value, Value]:
         b = self.b

@@ -188,7 +188,8 @@ def test_a_rule_of_the_other_mode_is_a_clear_error(backend):
     with pytest.raises(CompileError, match="custom_vjp rule is a reverse-mode rule"):
         autodiff(Forward, safe_norms(backend, 4),
                  Duplicated(kk.zeros(backend, np.float64, 4), kk.zeros(backend, np.float64, 4)),
-                 Duplicated(x, kk.ones(backend, np.float64, 4)), Const(x), ndrange=4)
+                 Duplicated(x, kk.ones(backend, np.float64, 4)),
+                 Const(kk.to_backend(backend, np.ones(4))), ndrange=4)
 
 
 @custom_vjp

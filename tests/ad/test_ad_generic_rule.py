@@ -15,7 +15,7 @@ import kernelkit as kk
 from enzyme_ext import (Active, Const, Duplicated, Reverse, ReverseSplit, autodiff,
                         autodiff_thunk, compiler_job_from_backend, tape_type)
 from kernelkit.compiler.job import CompilerJob
-from kernelkit.errors import BackendError, KernelkitError
+from kernelkit.errors import BackendError, KernelkitError, LaunchError
 
 HERE = Path(__file__).parent
 ROOT = Path(kk.__file__).resolve().parent.parent
@@ -199,3 +199,84 @@ def test_loops_whose_trip_counts_depend_on_data_are_measured_and_run_once():
     with pytest.raises(KernelkitError, match=r"line \d+.*max_iterations"):
         autodiff(Reverse, accumulate_until(backend, 8), Duplicated(np.zeros(n), np.ones(n)),
                  Duplicated(x, np.zeros(n)), Const(50.0), ndrange=n, max_iterations=1024)
+
+
+@kk.kernel
+def squares(out, a):
+    i = kk.index(kk.Global)
+    out[i] = a[i] * a[i]
+
+
+def test_arguments_that_share_memory_with_a_differentiated_one_are_refused():
+    backend = kk.CPU()
+    x = np.arange(1.0, 5.0)
+    for arguments in ((Duplicated(x, np.zeros(4)), Duplicated(x, np.zeros(4))),
+                      (Duplicated(x, np.zeros(4)), Const(x)),
+                      (Duplicated(np.zeros(4), x), Duplicated(x, np.zeros(4)))):
+        with pytest.raises(LaunchError, match="share memory"):
+            autodiff(Reverse, squares(backend, 4), *arguments, ndrange=4)
+
+
+def test_a_tape_from_another_kernel_is_refused():
+    backend = kk.CPU()
+    x = np.linspace(1.0, 2.0, 8)
+    forward, _ = autodiff_thunk(ReverseSplit, power_loop(backend, 8), Duplicated,
+                                Duplicated, Const)
+    tape = forward(Duplicated(np.zeros(8), np.ones(8)), Duplicated(x.copy(), np.zeros(8)),
+                   Const(3), ndrange=8)
+    _, reverse = autodiff_thunk(ReverseSplit, squares(backend, 8), Duplicated, Duplicated)
+    with pytest.raises(LaunchError, match="another kernel's forward half"):
+        reverse(Duplicated(np.zeros(8), np.ones(8)), Duplicated(x.copy(), np.zeros(8)),
+                tape=tape, ndrange=8)
+
+
+def test_an_active_integer_is_refused_with_the_float_to_pass():
+    backend = kk.CPU()
+    with pytest.raises(LaunchError, match=r"Active\(2\), an integer.*Active\(2.0\)"):
+        autodiff(Reverse, saxpy(backend, 4), Duplicated(np.zeros(4), np.ones(4)), Active(2),
+                 Duplicated(np.ones(4), np.zeros(4)), ndrange=4)
+
+
+@kk.kernel
+def float_counted(y, x, bound):
+    i = kk.index(kk.Global)
+    p = 1.0
+    j = 0.0
+    while j < bound:
+        p *= x[i]
+        j += 1.0
+    y[i] = p
+
+
+def test_a_loop_counted_in_floats_is_sized_by_measuring():
+    """`while j < 2.5` with j += 1.0 runs 3 times: not worked out from the bound."""
+    backend = kk.CPU()
+    x = np.linspace(0.5, 1.5, 4)
+    dx = np.zeros(4)
+    autodiff(Reverse, float_counted(backend, 4), Duplicated(np.zeros(4), np.ones(4)),
+             Duplicated(x.copy(), dx), Const(2.5), ndrange=4)
+    np.testing.assert_allclose(dx, 3 * x ** 2)
+
+
+@kk.kernel
+def own_and_neighbour(y, x):
+    i = kk.index(kk.Global)
+    (n,) = kk.ndrange()
+    y[i] = x[i] + x[(i + 1) % n]
+
+
+def test_a_shadow_read_at_a_neighbour_is_updated_atomically_everywhere():
+    """A plain update of d_x[i] would race with the neighbour's atomic one."""
+    backend = kk.CPU()
+    x = np.ones(64)
+    args = (Duplicated(np.zeros(64), np.ones(64)), Duplicated(x, np.zeros(64)))
+    from enzyme_ext.jobs import derivative_job
+    from kernelkit.compiler.driver import compile_job
+    argtypes = own_and_neighbour.argument_types(backend, (np.zeros(64), x))
+    parent = compiler_job_from_backend(backend, own_and_neighbour(backend, 64), argtypes)
+    shadows = tuple(backend.argument_type(a.shadow, False, "d", "k") for a in args)
+    ir = compile_job(derivative_job(parent, "reverse", ("duplicated", "duplicated"),
+                                    shadows)).ir
+    assert ir.count("atomic.add") == 2, ir
+    autodiff(Reverse, own_and_neighbour(backend, 64), *args, ndrange=64)
+    np.testing.assert_array_equal(args[1].shadow, np.full(64, 2.0))
