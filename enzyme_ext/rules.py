@@ -148,9 +148,9 @@ class Rule:
                                   f"Duplicated({name}, shadow)")
             if activity is Active and not np.issubdtype(type(value), np.floating) and \
                     not isinstance(value, float):
-                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is Active({value!r}), "
-                                  f"an integer, which has no derivative: pass a float "
-                                  f"(Active({float(value)!r}))")
+                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is "
+                                  f"Active({value!r}), an integer, which has no derivative: "
+                                  f"pass a float (Active({float(value)!r}))")
             if issubclass(activity, Duplicated):
                 if scalar and mode != FORWARD:
                     raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is a "
