@@ -60,6 +60,20 @@ class DuplicatedNoNeed(Duplicated):
 
 ACTIVITIES: dict[str, type[Activity]] = {
     cls.name: cls for cls in (Const, Active, Duplicated, DuplicatedNoNeed)}
+"""The activities by the names the IR text gives them (a derivative marker's attribute)."""
+
+
+def has_shadow(name: str) -> bool:
+    """Whether an argument of the activity named `name` comes with a shadow."""
+    return issubclass(ACTIVITIES[name], Duplicated)
+
+
+def is_differentiated(name: str) -> bool:
+    return ACTIVITIES[name] is not Const
+
+
+def is_active(name: str) -> bool:
+    return ACTIVITIES[name] is Active
 
 
 class Mode(enum.Enum):

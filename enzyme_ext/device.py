@@ -13,7 +13,7 @@ from __future__ import annotations
 from kernelkit.ir import types as T
 from kernelkit.ir.ops import Value
 
-from .activities import Activity, Mode
+from .activities import Activity, Mode, has_shadow, is_active
 
 MARKER = "enzyme.autodiff"
 
@@ -38,12 +38,12 @@ def translate_call(site) -> Value:
                              "Active(x) or Duplicated(x, dx)", node)
         activity, nodes = call
         values = [site.value(n) for n in nodes]
-        expected = 2 if activity.name.startswith("duplicated") else 1
+        expected = 2 if has_shadow(activity.name) else 1
         if len(values) != expected or not all(isinstance(v, Value) and
                                               isinstance(v.type, T.ScalarType) for v in values):
             raise site.error(f"{activity.__name__} takes {expected} number(s) here", node)
-        if activity.name == "active" and mode is Mode.FORWARD or \
-                activity.name.startswith("duplicated") and mode is Mode.REVERSE:
+        if is_active(activity.name) and mode is Mode.FORWARD or \
+                has_shadow(activity.name) and mode is Mode.REVERSE:
             raise site.error(f"{activity.__name__} is not an activity of {mode!r} mode in a "
                              f"kernel: Reverse takes Active and Const, Forward takes "
                              f"Duplicated and Const", node)
@@ -72,6 +72,6 @@ def _primal_positions(activities) -> list[int]:
     positions, position = [], 0
     for activity in activities:
         positions.append(position)
-        position += 2 if activity.startswith("duplicated") else 1
+        position += 2 if has_shadow(activity) else 1
     return positions
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from kernelkit.ir import types as T
 
+from .activities import has_shadow, is_active
+
 FORWARD, AUGMENTED, REVERSE = "forward", "augmented", "reverse"
 MODES = (FORWARD, AUGMENTED, REVERSE)
 
@@ -48,12 +50,12 @@ def derivative_parameters(mode: str, activities: list[str], names: list[str],
     parameters = []
     for index, (activity, name, primal_type) in enumerate(zip(activities, names, types)):
         parameters.append(Parameter(name, primal_type, "primal", index))
-        duplicated = activity in ("duplicated", "duplicated_no_need")
+        duplicated = has_shadow(activity)
         if mode == FORWARD and duplicated:
             parameters.append(Parameter(f"d_{name}", shadow_types[index], "shadow", index))
         elif mode == REVERSE and duplicated and isinstance(primal_type, T.ArrayType):
             parameters.append(Parameter(f"d_{name}", shadow_types[index], "shadow", index))
-        elif mode == REVERSE and activity == "active":
+        elif mode == REVERSE and is_active(activity):
             parameters.append(Parameter(f"d_{name}", PARTIALS_TYPE, "partials", index))
     if mode in (AUGMENTED, REVERSE):
         parameters.extend(Parameter(field, TAPE_TYPES[field], "tape", field=field)

@@ -18,9 +18,9 @@ from kernelkit.ir.definitions import (ATOMIC_CAS, ATOMICS, EXTRACT, INTRINSIC, L
 from kernelkit.ir.function import Function
 from kernelkit.ir.ops import BlockParam, Op, Value, is_op
 
+from ..activities import is_differentiated
 from .derivatives import PARTIALS
 
-DIFFERENTIATED = ("active", "duplicated", "duplicated_no_need")
 CUSTOM_RULES = ("enzyme.custom_vjp", "enzyme.custom_jvp", "enzyme.custom_vjp_result")
 
 
@@ -81,7 +81,7 @@ def analyze(function: Function, activities: list[str], params=None) -> ActivityA
     result = ActivityAnalysis(function, activities)
     values, arrays = result.values, result.arrays
     for param, activity in zip(function.params if params is None else params, activities):
-        if activity in DIFFERENTIATED:
+        if is_differentiated(activity):
             if is_float(param):
                 values.add(param)
             elif is_float_array(param):

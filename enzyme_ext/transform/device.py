@@ -16,6 +16,7 @@ from kernelkit.ir.ops import Op, is_op
 from kernelkit.ir.rewriter import Rewriter
 from kernelkit.passes.inline import inline_calls
 
+from ..activities import Const, Duplicated, has_shadow, is_differentiated
 from ..device import MARKER, derivative_type
 from ..signature import FORWARD, Parameter
 from .activity import analyze
@@ -35,7 +36,7 @@ def expand(module: Module, caller: Function, marker: Op) -> None:
     assert is_op(reference, DEFERRED)
     function = module.functions[reference.attrs["function"]]
     activities = list(marker.attrs["activities"])
-    differentiated = [a != "const" for a in activities]
+    differentiated = [is_differentiated(a) for a in activities]
     jvp = tangent_function(module, function, differentiated)
     b = Rewriter(caller)
     b.position_before(marker)
@@ -43,8 +44,8 @@ def expand(module: Module, caller: Function, marker: Op) -> None:
     primals, tangents, position = [], [], 0
     for activity in activities:
         primals.append(operands[position])
-        tangents.append(operands[position + 1] if activity.startswith("duplicated") else None)
-        position += 2 if activity.startswith("duplicated") else 1
+        tangents.append(operands[position + 1] if has_shadow(activity) else None)
+        position += 2 if has_shadow(activity) else 1
 
     def call(seeds) -> Op:
         arguments = []
@@ -88,7 +89,7 @@ def tangent_function(module: Module, function: Function, differentiated: list[bo
     clone, values, extra = clone_with_parameters(function, name, parameters)
     clone.is_kernel = False
     inline_calls(clone, module)
-    activities = ["duplicated" if d else "const" for d in differentiated]
+    activities = [(Duplicated if d else Const).name for d in differentiated]
     primal_params = [p for p in clone.params if p not in extra.values()]
     activity = analyze(clone, activities, primal_params)
     tangents = Tangents(clone, activity.values, activity.arrays, extra, activities,
