@@ -37,7 +37,6 @@ import argparse
 import dataclasses
 import json
 import math
-import queue
 import re
 import signal
 import sys
@@ -51,7 +50,7 @@ import numpy as np
 from kernelkit.fuzz.__main__ import describe_case, parse_seeds
 from kernelkit.fuzz.generator import HEADER, ArraySpec, Options, ScalarSpec, apply_view, generate
 from kernelkit.fuzz.runner import Outcome, compare
-from kernelkit.fuzz.workers import run_batch
+from kernelkit.fuzz.workers import run_seeds_in_workers
 
 FAILURES = ("mismatch", "nonfinite", "primal-mismatch", "shadow-outside-view",
             "internal-error", "primal-error", "crash", "hang")
@@ -350,11 +349,6 @@ def refusal_key(outcome: Outcome) -> str:
 
 def run_seeds(args) -> int:
     seeds = parse_seeds(args.seeds)
-    batches = [seeds[i:i + args.batch] for i in range(0, len(seeds), args.batch)]
-    # interleave the batches' seeds across jobs so that progress covers the range evenly
-    work: queue.Queue = queue.Queue()
-    for batch in batches:
-        work.put(batch)
     lock = threading.Lock()
     outcomes: dict[int, Outcome] = {}
     start = time.monotonic()
@@ -374,21 +368,10 @@ def run_seeds(args) -> int:
                 print(f"... {len(outcomes)} seeds, {failing} failing, "
                       f"{len(outcomes) / elapsed:.2f} kernels/s", flush=True)
 
-    def job():
-        while True:
-            try:
-                batch = work.get_nowait()
-            except queue.Empty:
-                return
-            run_batch(batch, worker_command(args), "cpu", args.timeout, report)
-
-    threads = [threading.Thread(target=job, daemon=True) for _ in range(args.jobs)]
-    for thread in threads:
-        thread.start()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        while any(thread.is_alive() for thread in threads):
-            time.sleep(0.2)
+        run_seeds_in_workers(seeds, args.batch, args.jobs, worker_command(args), "cpu",
+                             args.timeout, report)
     except KeyboardInterrupt:   # Ctrl-C or SIGTERM: the summary of the seeds done so far
         with lock:
             done = dict(outcomes)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import queue
 import sys
 import threading
 import time
@@ -20,7 +19,7 @@ from collections import Counter
 
 from .generator import Options, generate
 from .runner import Outcome
-from .workers import run_batch
+from .workers import run_seeds_in_workers
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -74,10 +73,6 @@ def worker_command(args) -> list[str]:
 
 def run_seeds(args) -> int:
     seeds = parse_seeds(args.seeds)
-    batches = [seeds[i:i + args.batch] for i in range(0, len(seeds), args.batch)]
-    work: queue.Queue = queue.Queue()
-    for batch in batches:
-        work.put(batch)
     lock = threading.Lock()
     counts: Counter = Counter()
     failures: dict[int, list[Outcome]] = {}
@@ -105,19 +100,8 @@ def run_seeds(args) -> int:
                 print(f"... {len(done_seeds)} seeds, {len(failures)} failing, "
                       f"{len(done_seeds) / elapsed:.2f} kernels/s", flush=True)
 
-    def job():
-        while True:
-            try:
-                batch = work.get_nowait()
-            except queue.Empty:
-                return
-            run_batch(batch, worker_command(args), args.backend, args.timeout, report)
-
-    threads = [threading.Thread(target=job) for _ in range(args.jobs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_seeds_in_workers(seeds, args.batch, args.jobs, worker_command(args), args.backend,
+                         args.timeout, report)
     elapsed = time.monotonic() - start
     print(f"\n{len(seeds)} seeds in {elapsed:.1f} s ({len(seeds) / elapsed:.2f} kernels/s, "
           f"{args.jobs} job(s)); backend: {args.backend}")

@@ -80,3 +80,27 @@ def run_batch(seeds: list[int], command: list[str], backend: str, timeout: float
                 pending.remove(int(rest))
                 current = None
         worker_process.kill()
+
+
+def run_seeds_in_workers(seeds: list[int], batch: int, jobs: int, command: list[str],
+                         backend: str, timeout: float, report) -> None:
+    """`seeds` in batches of `batch`, `jobs` worker processes at a time (`run_batch`).
+    Returns when all are done; a KeyboardInterrupt (Ctrl-C, or a SIGTERM the caller turns
+    into one) reaches the caller while the workers' threads are still running."""
+    work: queue.Queue = queue.Queue()
+    for start in range(0, len(seeds), batch):
+        work.put(seeds[start:start + batch])
+
+    def job():
+        while True:
+            try:
+                seeds_of_batch = work.get_nowait()
+            except queue.Empty:
+                return
+            run_batch(seeds_of_batch, command, backend, timeout, report)
+
+    threads = [threading.Thread(target=job, daemon=True) for _ in range(jobs)]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        time.sleep(0.2)
