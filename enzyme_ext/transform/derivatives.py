@@ -255,6 +255,20 @@ def scaled(b: Builder, derivative: Value, partial: Value) -> Value:
                     product)
 
 
+def times(b: Builder, derivative: Value, partial) -> Value | None:
+    """`derivative` (a tangent or an adjoint) times a partial as `PARTIALS` gives it
+    (a thunk is called here), or None where the partial is zero."""
+    if callable(partial):
+        partial = partial()
+    if partial is None:
+        return None
+    if partial is ONE:
+        return derivative
+    if partial is MINUS_ONE:
+        return b.unary("neg", derivative)
+    return scaled(b, derivative, partial)
+
+
 def has_partials(definition: OpDefinition) -> bool:
     return definition in PARTIALS
 

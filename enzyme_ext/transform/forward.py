@@ -23,7 +23,7 @@ from ..custom import JVP_MARKER, VJP_MARKER
 from .clone import clone_with_parameters
 from .custom import (direct_call, erase_unused_references, plain_call,
                      refuse_vjp_in_forward)
-from .derivatives import MINUS_ONE, ONE, PARTIALS, scaled
+from .derivatives import PARTIALS, times
 
 
 def tangent_kernel(kernel: Function, activities: list[str], parameters: list[Parameter],
@@ -141,18 +141,14 @@ class Tangents:
         partials = rule(b, op.operands, lambda: op)
         total = None
         for operand, partial in zip(op.operands, partials):
-            if operand not in self.tangent or partial is None:
+            if operand not in self.tangent:
                 continue
-            if callable(partial):
-                partial = partial()
-                if partial is None:
-                    continue
             tangent = self.tangent[operand]
             if tangent.type != op.type.strong:
                 tangent = b.cast(tangent, op.type.strong)
-            term = tangent if partial is ONE else b.unary("neg", tangent) \
-                if partial is MINUS_ONE else scaled(b, tangent, partial)
-            total = term if total is None else b.binary("add", total, term)
+            term = times(b, tangent, partial)
+            if term is not None:
+                total = term if total is None else b.binary("add", total, term)
         self.tangent[op] = total if total is not None else b.constant(0.0, op.type.strong)
 
     def custom_rule(self, op: Op) -> None:

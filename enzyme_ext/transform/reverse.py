@@ -48,7 +48,7 @@ from .activity import ActivityAnalysis, analyze, array_root, source_error
 from .augmented import augmented_kernel
 from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
                      refuse_jvp_in_reverse)
-from .derivatives import MINUS_ONE, ONE, PARTIALS, scaled
+from .derivatives import PARTIALS, times
 from .group_sum import GroupSum
 from .positions import linear_local_item, linear_work_item, own_element, unflatten
 from .stacks import FLOATS, INTEGERS, CountedHeader, Stacks, TapePlan
@@ -477,18 +477,10 @@ class Reverse:
         adjoint = self.take_adjoint(op)
         partials = rule(b, PrimalOperands(self, op), lambda: self.primal(op))
         for operand, partial in zip(op.operands, partials):
-            if not self.activity.needs_adjoint(operand) or partial is None:
-                continue
-            if callable(partial):
-                partial = partial()
-                if partial is None:
-                    continue
-            if partial is ONE:
-                self.accumulate(operand, adjoint)
-            elif partial is MINUS_ONE:
-                self.accumulate(operand, b.unary("neg", adjoint))
-            else:
-                self.accumulate(operand, scaled(b, adjoint, partial))
+            if self.activity.needs_adjoint(operand):
+                contribution = times(b, adjoint, partial)
+                if contribution is not None:
+                    self.accumulate(operand, contribution)
 
     def reverse_custom(self, op: Op) -> None:
         """The custom rule's backward function on the residuals and the adjoint, one
