@@ -38,7 +38,9 @@ class TranslationContext:
     stack: list = field(default_factory=list)
 
 
-MAX_RETYPES = 8
+# Each retype widens one variable's type, and a type widens only a few times (bool, int,
+# float32, float64): the translation settles within this many tries per variable.
+RETYPES_PER_VARIABLE = 4
 
 
 def translate_kernel(pyfunc, argtypes: tuple[T.IRType, ...],
@@ -68,7 +70,9 @@ def resolve_deferred(module: Module, workgroupsize: tuple[int, ...]) -> None:
 def translate_function(context: TranslationContext, pyfunc, args: list, *, is_kernel: bool,
                        name: str) -> Function:
     hints = TypeHints()
-    for _ in range(MAX_RETYPES):
+    tries = 0
+    while tries <= RETYPES_PER_VARIABLE * (len(hints.variables) + 1):
+        tries += 1
         translator = translate.FunctionTranslator(context, pyfunc, args, is_kernel, name, hints)
         try:
             function = translator.translate()

@@ -450,6 +450,42 @@ def test_variable_assigned_int_and_float_on_different_paths(backend):
     np.testing.assert_array_equal(kk.to_numpy(out), np.where(x > 0, 7.5, 3.0))
 
 
+@kk.kernel
+def sixteen_row_sums(out, x: kk.Const):
+    """Sixteen accumulators started at Python 0.0, each widened by the loop it is in."""
+    i = kk.index(kk.Global)
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    s8 = s9 = s10 = s11 = s12 = s13 = s14 = s15 = 0.0
+    for j in range(0, x.shape[1], 16):
+        s0 += x[i, j]
+        s1 += x[i, j + 1]
+        s2 += x[i, j + 2]
+        s3 += x[i, j + 3]
+        s4 += x[i, j + 4]
+        s5 += x[i, j + 5]
+        s6 += x[i, j + 6]
+        s7 += x[i, j + 7]
+        s8 += x[i, j + 8]
+        s9 += x[i, j + 9]
+        s10 += x[i, j + 10]
+        s11 += x[i, j + 11]
+        s12 += x[i, j + 12]
+        s13 += x[i, j + 13]
+        s14 += x[i, j + 14]
+        s15 += x[i, j + 15]
+    out[i] = (s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7 + s8 + s9 + s10 + s11 + s12 + s13
+              + s14 + s15)
+
+
+def test_many_accumulators_each_widened_by_its_loop_settle(backend):
+    # Each accumulator's type is widened by one retranslation: sixteen of them once
+    # exhausted a fixed number of tries ("the types of the variables do not settle").
+    x = np.arange(3 * 32, dtype=np.int64).reshape(3, 32)
+    out = kk.zeros(backend, np.float64, 3)
+    launch(backend, sixteen_row_sums, out, kk.to_backend(backend, x), ndrange=3)
+    np.testing.assert_array_equal(kk.to_numpy(out), x.sum(axis=1).astype(np.float64))
+
+
 # --- tuples --------------------------------------------------------------------------
 
 
