@@ -3,9 +3,12 @@
 The reverse kernel leaves each work-item's share of an `Active` scalar's derivative in
 an array; summing it with atomics would make the result depend on the order the
 threads ran in. Here each work-item of a kernelkit kernel adds a fixed chunk in index
-order, and the chunks' sums are summed the same way until one is left: the order of
-every addition is fixed by the indices alone, whatever the backend and thread count."""
+order, and the chunks' sums are summed the same way until few are left, which the host
+adds in index order: the order of every addition is fixed by the indices alone, whatever
+the backend and thread count."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -27,13 +30,16 @@ def sum_chunks(sums, values: kk.Const, count):
 
 
 def deterministic_sum(backend, values) -> float:
-    """The sum of the float64 array `values` (on `backend`), as a Python float."""
-    count = int(np.prod(np.shape(values)))
-    while count > 1:
+    """The sum of the float64 array `values` (on `backend`), as a Python float: chunks
+    summed on the backend until at most CHUNK values are left, which are added on the
+    host in index order."""
+    count = math.prod(np.shape(values))
+    while count > CHUNK:
         groups = -(-count // CHUNK)
         sums = backend.allocate(np.float64, (groups,))
         sum_chunks(backend, 64)(sums, values, count, ndrange=groups)
         values, count = sums, groups
-    if count == 0:
-        return 0.0
-    return float(backend.to_numpy(values)[0])
+    total = 0.0
+    for value in backend.to_numpy(values).reshape(-1)[:count].tolist():
+        total += value
+    return total

@@ -10,6 +10,7 @@ forward kernel, then the reverse kernel, then sums each `Active` scalar's per-wo
 partials on the backend (`reduce.py`). Nothing here asks which backend it has."""
 from __future__ import annotations
 
+import math
 import numbers
 import weakref
 
@@ -176,51 +177,65 @@ class Rule:
         transform takes each argument for memory of its own, so a value read through one
         and overwritten through the other would not be taped (a silently wrong
         gradient)."""
-        arrays = []
+        arrays = []     # (name, array, differentiated, bytes spanned or None for NumPy's)
         for value, shadow, activity, name in zip(values, shadows, self.activities,
                                                  self.kernel.parameters):
             differentiated = issubclass(activity, Duplicated)
-            if _memory_range(value) is not None:
-                arrays.append((name, value, differentiated))
-            if _memory_range(shadow) is not None:
-                arrays.append((f"the shadow of '{name}'", shadow, True))
-        for position, (first, a, differentiated_a) in enumerate(arrays):
-            for second, b, differentiated_b in arrays[position + 1:]:
-                if (differentiated_a or differentiated_b) and _overlap(a, b):
+            for label, array, written in ((name, value, differentiated),
+                                          (f"the shadow of '{name}'", shadow, True)):
+                span = None if isinstance(array, np.ndarray) else _memory_range(array)
+                if span is not None or isinstance(array, np.ndarray):
+                    arrays.append((label, array, written, span))
+        for position, (first, a, written_a, span_a) in enumerate(arrays):
+            for second, b, written_b, span_b in arrays[position + 1:]:
+                if (written_a or written_b) and _overlap(a, span_a, b, span_b):
                     raise LaunchError(
                         f"kernel '{self.kernel.name}': {_quoted(first)} and {_quoted(second)} "
                         f"share memory; a differentiated argument or a shadow must have "
                         f"memory of its own: pass a copy")
 
-    def derivative(self, mode: str, values, shadows, ndrange, workgroupsize):
-        """(prepared derivative kernel, its parameters, the compiled kernel, geometry)."""
-        backend, kernel = self.backend, self.kernel
+    def derivatives(self, modes: tuple[str, ...], values, shadows, ndrange, workgroupsize):
+        """The derivative kernels of `modes`, compiled in that order, each as (prepared
+        kernel, its parameters, the compiled kernel); and the launch geometry."""
+        backend = self.backend
         ndrange, workgroupsize = self.launcher.geometry(ndrange, workgroupsize)
+        # The backend's cheap argument keys, as a launch's: equal keys, equal types.
+        argument_key = backend.argument_key
+        key = (tuple(map(argument_key, values)),
+               tuple(None if shadow is None else argument_key(shadow) for shadow in shadows),
+               workgroupsize, len(ndrange))
+        entries = []
+        for mode in modes:
+            entry = self._prepared.get((mode, key))
+            if entry is None:
+                entry = self._prepared[(mode, key)] = self.prepare(mode, values, shadows,
+                                                                   ndrange, workgroupsize)
+            entries.append(entry)
+        return entries, ndrange, workgroupsize
+
+    def prepare(self, mode: str, values, shadows, ndrange, workgroupsize):
+        backend, kernel = self.backend, self.kernel
         argtypes = kernel.argument_types(backend, tuple(values))
         shadow_types = tuple(
             None if shadow is None else
             backend.argument_type(shadow, False, f"d_{name}", kernel.name)
             for shadow, name in zip(shadows, kernel.parameters))
-        key = (mode, argtypes, shadow_types, workgroupsize, len(ndrange))
-        entry = self._prepared.get(key)
-        if entry is None:
-            parent = compiler_job_from_backend(backend, kernel.function, argtypes,
-                                               workgroupsize=workgroupsize)
-            job = derivative_job(parent, mode, self.names, shadow_types)
-            compiled = _compile(job, kernel.name)
-            parameters = derivative_parameters(mode, list(self.names), list(kernel.parameters),
-                                               list(argtypes), list(shadow_types))
-            assert compiled.parameter_types == tuple(p.type for p in parameters)
-            prepared = backend.prepare(compiled, compiled.parameter_types, len(ndrange))
-            entry = self._prepared[key] = (prepared, parameters, compiled)
-        return (*entry, ndrange, workgroupsize)
+        parent = compiler_job_from_backend(backend, kernel.function, argtypes,
+                                           workgroupsize=workgroupsize)
+        job = derivative_job(parent, mode, self.names, shadow_types)
+        compiled = _compile(job, kernel.name)
+        parameters = derivative_parameters(mode, list(self.names), list(kernel.parameters),
+                                           list(argtypes), list(shadow_types))
+        assert compiled.parameter_types == tuple(p.type for p in parameters)
+        prepared = backend.prepare(compiled, compiled.parameter_types, len(ndrange))
+        return prepared, parameters, compiled
 
     # -- the launches ----------------------------------------------------------------------
 
     def forward(self, args, ndrange, workgroupsize) -> None:
         values, shadows = self.unwrap(args, FORWARD)
-        prepared, parameters, _, ndrange, workgroupsize = self.derivative(
-            FORWARD, values, shadows, ndrange, workgroupsize)
+        [(prepared, parameters, _)], ndrange, workgroupsize = self.derivatives(
+            (FORWARD,), values, shadows, ndrange, workgroupsize)
         arguments = [values[p.index] if p.role == "primal" else shadows[p.index]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
@@ -229,11 +244,10 @@ class Rule:
         values, shadows = self.unwrap(args, AUGMENTED)
         # The reverse kernel is compiled first: an error in it must come before the primal
         # arrays are overwritten.
-        self.derivative(REVERSE, values, shadows, ndrange, workgroupsize)
-        prepared, parameters, compiled, ndrange, workgroupsize = self.derivative(
-            AUGMENTED, values, shadows, ndrange, workgroupsize)
+        (_, (prepared, parameters, compiled)), ndrange, workgroupsize = self.derivatives(
+            (REVERSE, AUGMENTED), values, shadows, ndrange, workgroupsize)
         layout = compiled.notes[ADPlugin.name]
-        items = int(np.prod(ndrange))
+        items = math.prod(ndrange)
         geometry = (ndrange, workgroupsize)
         if self.max_iterations is None and layout.unknown_loops() and items:
             slots = self.measure_slots(prepared, parameters, layout, values, items, geometry)
@@ -288,21 +302,20 @@ class Rule:
             raise LaunchError(f"kernel '{self.kernel.name}': tape= must be the tape the "
                               f"forward half returned, not {type(tape).__name__}")
         values, shadows = self.unwrap(args, REVERSE)
-        augmented = self.derivative(AUGMENTED, values, shadows, ndrange, workgroupsize)[2]
+        ((_, _, augmented), (prepared, parameters, _)), ndrange, workgroupsize = \
+            self.derivatives((AUGMENTED, REVERSE), values, shadows, ndrange, workgroupsize)
         if tape.owner != (self, augmented.job):
             raise LaunchError(f"kernel '{self.kernel.name}': this tape was made by "
                               f"another kernel's forward half ('{tape.kernel}'), or for "
                               f"arguments of other types: pass the tape the forward half of "
                               f"this autodiff_thunk returned for these arguments")
-        prepared, parameters, _, ndrange, workgroupsize = self.derivative(
-            REVERSE, values, shadows, ndrange, workgroupsize)
         if tape.geometry != (ndrange, workgroupsize):
             raise LaunchError(f"kernel '{self.kernel.name}': the reverse pass must have the "
                               f"forward's ndrange and workgroupsize {tape.geometry}, not "
                               f"{(ndrange, workgroupsize)}")
         # One partial per work-group, each written by its group.
         ndrange, workgroupsize = tape.geometry
-        groups = int(np.prod([-(-n // g) for n, g in zip(ndrange, workgroupsize)]))
+        groups = math.prod(-(-n // g) for n, g in zip(ndrange, workgroupsize))
         partials = {p.index: self.backend.allocate(np.float64, (groups,))
                     for p in parameters if p.role == "partials"}
         arguments = []
@@ -327,7 +340,7 @@ def _memory_range(array) -> tuple[int, int] | None:
     itemsize = np.dtype(interface["typestr"]).itemsize
     shape, strides = interface["shape"], interface.get("strides")
     if strides is None:
-        strides = tuple(int(np.prod(shape[i + 1:])) * itemsize for i in range(len(shape)))
+        strides = tuple(math.prod(shape[i + 1:]) * itemsize for i in range(len(shape)))
     if any(extent == 0 for extent in shape):
         return (start, start)
     low = start + sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
@@ -335,11 +348,14 @@ def _memory_range(array) -> tuple[int, int] | None:
     return (low, high)
 
 
-def _overlap(a, b) -> bool:
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+def _overlap(a, span_a, b, span_b) -> bool:
+    """Whether two arrays share memory: NumPy's exact answer for two NumPy arrays, else
+    whether the bytes they span overlap."""
+    if span_a is None and span_b is None:
         return bool(np.shares_memory(a, b))
-    (a_low, a_high), (b_low, b_high) = _memory_range(a), _memory_range(b)
-    return a_low < b_high and b_low < a_high
+    (a_low, a_high) = span_a or _memory_range(a)
+    (b_low, b_high) = span_b or _memory_range(b)
+    return a_low < a_high and b_low < b_high and a_low < b_high and b_low < a_high
 
 
 def _quoted(name: str) -> str:

@@ -116,6 +116,7 @@ class Reverse:
         self.calls: list[Op] = []         # of custom rules' backward functions
         self.counter_cell: Op | None = None   # the counted loops' counters, by header
         self.exclusive_shadows: dict = {}     # array -> whether its shadow needs no atomics
+        self.zeroed: dict[Op, tuple] = {}     # stores of 0 into a shadow -> (shadow, indices)
 
     def find_counted_loops(self) -> None:
         """The loops the reverse runs with a counter of its own (`CountedHeader`): one
@@ -521,7 +522,13 @@ class Reverse:
         indices = self.indices(op, 0)
         dtype = shadow.type.dtype
         if self.own_element(op):
-            total = b.binary("add", b.op(LOAD, [shadow, *indices], dtype), b.cast(adjoint, dtype))
+            adjoint = b.cast(adjoint, dtype)
+            zeroing = self.fresh_zero(shadow, indices)
+            if zeroing is not None:      # d[i] = 0 then d[i] += adjoint: d[i] = adjoint
+                b.block.ops.remove(zeroing)
+                b.op(STORE, [shadow, *indices, adjoint])
+                return
+            total = b.binary("add", b.op(LOAD, [shadow, *indices], dtype), adjoint)
             b.op(STORE, [shadow, *indices, total])
         else:
             b.op(ATOMICS["add"], [shadow, *indices, b.cast(adjoint, dtype)], dtype)
@@ -558,8 +565,26 @@ class Reverse:
         indices = self.indices(op, 1)
         dtype = shadow.type.dtype
         adjoint = b.op(LOAD, [shadow, *indices], dtype)
-        b.op(STORE, [shadow, *indices, b.constant(0.0, dtype)])
+        zeroing = b.op(STORE, [shadow, *indices, b.constant(0.0, dtype)])
+        self.zeroed[zeroing] = (shadow, tuple(indices))
         self.accumulate(op.operands[-1], adjoint)
+
+    def fresh_zero(self, shadow: Value, indices: list[Value]) -> Op | None:
+        """The store of 0 into shadow[indices] that the reverse of a store just made, if
+        nothing since read or wrote that shadow or waited at a barrier in this block: an
+        adjoint accumulated there is then stored as it is. `0 + a` is not `a` in floats
+        (-0.0), so this is the transform's choice, not an optimization the passes may
+        make."""
+        block = self.b.block
+        for position in range(len(block.ops) - 1, -1, -1):
+            op = block.ops[position]
+            if op in self.zeroed:
+                if self.zeroed[op] == (shadow, tuple(indices)):
+                    return op
+            if op.has(Trait.BARRIER) or op.has(Trait.CALL) or op.definition.effects.unknown \
+                    or any(operand is shadow for operand in op.all_operands()):
+                return None
+        return None
 
     def reverse_atomic(self, op: Op) -> None:
         b = self.b
