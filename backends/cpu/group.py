@@ -42,6 +42,47 @@ PREFIX_BLOCKS = 16
 branch there copies the code after it)."""
 
 
+def _first_item_axes(condition) -> set | None:
+    """The axes whose local ids `condition` requires to be 0, if it is `p == 0` where p
+    is local ids scaled by positive constants and added (never negative: 0 only where
+    each of them is), or such tests and-ed; None for any other condition."""
+    if not isinstance(condition, Op):
+        return None
+    if condition.opcode == "and":
+        axes = [_first_item_axes(operand) for operand in condition.operands]
+        return None if None in axes else set().union(*axes)
+    if condition.opcode != "eq":
+        return None
+    left, right = condition.operands
+    if _constant(left) == 0:
+        left, right = right, left
+    return _local_axes(left) if _constant(right) == 0 else None
+
+
+def _local_axes(value) -> set | None:
+    """The axes of the local ids `value` adds up, each times a positive constant; None
+    if it is anything else."""
+    if not isinstance(value, Op):
+        return None
+    if value.definition is LOCAL_ID:
+        return {value.attrs["axis"]}
+    if value.opcode == "add":
+        axes = [_local_axes(operand) for operand in value.operands]
+        return None if None in axes else set().union(*axes)
+    if value.opcode == "mul":
+        first, second = value.operands
+        if _constant(first) is not None:
+            first, second = second, first
+        factor = _constant(second)
+        return _local_axes(first) if factor is not None and factor > 0 else None
+    return None
+
+
+def _constant(value):
+    return value.attrs["value"] if isinstance(value, Op) and value.has(Trait.CONSTANT) \
+        else None
+
+
 def _redefines(block, values: list) -> bool:
     """Whether `block` defines one of `values`, or a value a pure one of them is computed
     from: that value, taken after the block, is no longer the one `values` were made of."""
@@ -379,8 +420,13 @@ class GroupFunctionBuilder(EntryPointBuilder):
     def walk(self, builder, start, block, values, bindings, edge_args, path) -> None:
         plan = self.plan
         if not self.runs_once(start, block, bindings, edge_args, path):
-            self.work_item_loops(builder, lambda b: self.lower_item(
-                b, block, values, edge_args if block is not start else (), bindings))
+            args = edge_args if block is not start else ()
+            if self.first_item_only(block):
+                self.first_item(builder, lambda b: self.lower_item(b, block, values, args,
+                                                                    bindings))
+            else:
+                self.work_item_loops(builder, lambda b: self.lower_item(b, block, values, args,
+                                                                        bindings))
             builder.branch(self.region_done)
             return
         self.prefix_budget -= 1
@@ -416,6 +462,39 @@ class GroupFunctionBuilder(EntryPointBuilder):
                 builder.position_at_end(branch)
                 self.walk(builder, start, successor.block, values, bindings, successor.args,
                           path)
+
+    def first_item_only(self, block) -> bool:
+        """Whether only the group's first work-item does anything from `block` on: the
+        block computes pure values and branches on `local position == 0`, and the others'
+        way ends the group at once (a group's sum, say, that its first work-item adds
+        up after a barrier). Then the region runs that one work-item, not a loop over
+        all of them testing the condition."""
+        terminator = block.ops[-1]
+        if terminator.definition is not CBR or ends_with_barrier(block) or \
+                not all(op.is_pure for op in block.ops[:-1]):
+            return False
+        if _first_item_axes(terminator.operands[0]) != set(range(self.ndim)):
+            return False
+        others = terminator.successors[1]
+        for _ in range(PREFIX_BLOCKS):      # empty blocks on the way to the end
+            if others.args or len(others.block.ops) != 1:
+                return False
+            end = others.block.ops[0]
+            if end.definition is RET:
+                return True
+            if end.definition is not BR:
+                return False
+            others = end.successors[0]
+        return False
+
+    def first_item(self, builder, body) -> None:
+        """`body(builder)` for the work-item at local position (0, ..., 0) alone (every
+        group has it); like the work-item loops, `body` ends by branching to
+        `self.item_done`."""
+        self.local = [ir.Constant(i64, 0)] * self.ndim
+        self.item_done = self.new_block("first_item_done")
+        body(builder)
+        builder.position_at_end(self.item_done)
 
     def runs_once(self, start, block, bindings, edge_args, path) -> bool:
         """Whether `block` can run once for the whole group at this point of a region."""

@@ -415,3 +415,69 @@ def test_synchronize_any_reached_by_only_some_work_items_is_a_compile_error():
     with pytest.raises(kk.CompileError, match="reached by only some work-items"):
         kk.code_ir(divergent_vote, kk.CPU(threads=1), np.zeros(8, np.int64), ndrange=8,
                    workgroupsize=8)
+
+
+# --- the group's first work-item alone after a barrier --------------------------------
+
+
+@kk.kernel
+def group_sums_by_first_item(sums, x: kk.Const):
+    """Each work-item stores its value; after the barrier the group's first work-item
+    (local number 0, row-major) adds the group's values up. The CPU runs that region for
+    the first work-item alone."""
+    i, j = kk.index(kk.Global, kk.NTuple)
+    li, lj = kk.index(kk.Local, kk.NTuple)
+    gi, gj = kk.index(kk.Group, kk.NTuple)
+    rows, cols = kk.groupsize()
+    scratch = kk.localmem(np.float64, (4, 8))
+    scratch[li, lj] = x[i, j]
+    kk.synchronize()
+    if li * cols + lj == 0:
+        total = 0.0
+        for r in range(rows):
+            for c in range(cols):
+                if gi * rows + r < x.shape[0] and gj * cols + c < x.shape[1]:
+                    total += scratch[r, c]
+        sums[gi, gj] = total
+
+
+@kk.kernel
+def column_sums_by_first_row(sums, x: kk.Const):
+    """After the barrier every work-item of the group's first row (not only the first
+    work-item) adds up its column of the group: the region must run for all of them."""
+    i, j = kk.index(kk.Global, kk.NTuple)
+    li, lj = kk.index(kk.Local, kk.NTuple)
+    gi = kk.index(kk.Group, kk.NTuple)[0]
+    scratch = kk.localmem(np.float64, (4, 8))
+    scratch[li, lj] = x[i, j]
+    kk.synchronize()
+    if li == 0:
+        total = 0.0
+        for r in range(4):
+            if gi * 4 + r < x.shape[0]:
+                total += scratch[r, lj]
+        sums[gi, j] = total
+
+
+@pytest.mark.parametrize("shape", [(8, 16), (11, 21)], ids=["whole groups", "partial groups"])
+def test_a_region_run_by_the_first_work_item_alone_sums_each_group(backend, shape):
+    x = np.random.default_rng(5).random(shape)
+    groups = (-(-shape[0] // 4), -(-shape[1] // 8))
+    sums = kk.zeros(backend, np.float64, groups)
+    group_sums_by_first_item(backend, (4, 8))(sums, kk.to_backend(backend, x), ndrange=shape)
+    padded = np.zeros((groups[0] * 4, groups[1] * 8))
+    padded[:shape[0], :shape[1]] = x
+    expected = padded.reshape(groups[0], 4, groups[1], 8).sum(axis=(1, 3))
+    np.testing.assert_allclose(kk.to_numpy(sums), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(8, 16), (11, 21)], ids=["whole groups", "partial groups"])
+def test_a_region_run_by_the_first_row_of_each_group_runs_for_every_column(backend, shape):
+    x = np.random.default_rng(6).random(shape)
+    groups = -(-shape[0] // 4)
+    sums = kk.zeros(backend, np.float64, (groups, shape[1]))
+    column_sums_by_first_row(backend, (4, 8))(sums, kk.to_backend(backend, x), ndrange=shape)
+    padded = np.zeros((groups * 4, shape[1]))
+    padded[:shape[0]] = x
+    np.testing.assert_allclose(kk.to_numpy(sums), padded.reshape(groups, 4, shape[1]).sum(axis=1),
+                               rtol=1e-12)
