@@ -24,7 +24,7 @@ from .activities import (Activity, Active, Const, Duplicated, Mode, activity_cla
 from .device import translate_call
 from .jobs import compiler_job_from_backend, derivative_job
 from .reduce import deterministic_sum
-from .signature import AUGMENTED, FORWARD, REVERSE, derivative_parameters
+from .signature import AUGMENTED, FORWARD, GATHER, REVERSE, derivative_parameters
 from .tape import DEFAULT_MAX_ITERATIONS, Tape
 from .transform.plugin import ADPlugin
 
@@ -244,8 +244,10 @@ class Rule:
         values, shadows = self.unwrap(args, AUGMENTED)
         # The reverse kernel is compiled first: an error in it must come before the primal
         # arrays are overwritten.
-        (_, (prepared, parameters, compiled)), ndrange, workgroupsize = self.derivatives(
-            (REVERSE, AUGMENTED), values, shadows, ndrange, workgroupsize)
+        (reverse, (prepared, parameters, compiled)), ndrange, workgroupsize = \
+            self.derivatives((REVERSE, AUGMENTED), values, shadows, ndrange, workgroupsize)
+        if reverse[2].notes[ADPlugin.name].gather:
+            self.derivatives((GATHER,), values, shadows, ndrange, workgroupsize)
         layout = compiled.notes[ADPlugin.name]
         items = math.prod(ndrange)
         geometry = (ndrange, workgroupsize)
@@ -302,7 +304,7 @@ class Rule:
             raise LaunchError(f"kernel '{self.kernel.name}': tape= must be the tape the "
                               f"forward half returned, not {type(tape).__name__}")
         values, shadows = self.unwrap(args, REVERSE)
-        ((_, _, augmented), (prepared, parameters, _)), ndrange, workgroupsize = \
+        ((_, _, augmented), (prepared, parameters, compiled)), ndrange, workgroupsize = \
             self.derivatives((AUGMENTED, REVERSE), values, shadows, ndrange, workgroupsize)
         if tape.owner != (self, augmented.job):
             raise LaunchError(f"kernel '{self.kernel.name}': this tape was made by "
@@ -324,6 +326,10 @@ class Rule:
                              shadows[p.index] if p.role == "shadow" else
                              partials[p.index] if p.role == "partials" else
                              tape.arrays[p.field])
+        if compiled.notes[ADPlugin.name].gather:   # neighbours' updates, before the reverse
+            [(gather, _, _)], _, _ = self.derivatives((GATHER,), values, shadows, ndrange,
+                                                      workgroupsize)
+            self.backend.launch(gather, tuple(arguments), ndrange, workgroupsize)
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
         return tuple(deterministic_sum(self.backend, partials[i]) if i in partials else None
                      for i in range(len(values)))

@@ -20,7 +20,8 @@ from kernelkit.ir import types as T
 from .activities import has_shadow, is_active
 
 FORWARD, AUGMENTED, REVERSE = "forward", "augmented", "reverse"
-MODES = (FORWARD, AUGMENTED, REVERSE)
+GATHER = "gather"   # the reverse kernel's neighbours' updates, gathered (transform/gather.py)
+MODES = (FORWARD, AUGMENTED, REVERSE, GATHER)
 
 TAPE_FIELDS: tuple[tuple[str, T.ScalarType], ...] = (
     ("tape_floats", T.float64), ("tape_integers", T.int64), ("tape_counts", T.int64))
@@ -47,6 +48,8 @@ def shadow_type(primal: T.IRType) -> T.IRType:
 def derivative_parameters(mode: str, activities: list[str], names: list[str],
                           types: list[T.IRType], shadow_types: list[T.IRType | None]
                           ) -> list[Parameter]:
+    if mode == GATHER:      # launched with the reverse kernel's arguments
+        mode = REVERSE
     parameters = []
     for index, (activity, name, primal_type) in enumerate(zip(activities, names, types)):
         parameters.append(Parameter(name, primal_type, "primal", index))

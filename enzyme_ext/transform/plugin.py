@@ -11,6 +11,8 @@ plugin runs on the target-neutral IR (device functions inlined, the generic pass
 run), so the tape layout and the derivative kernels are the same for every target."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kernelkit.compiler.plugins import Plugin
 from kernelkit.passes import Pipeline
 from kernelkit.ir import types as T
@@ -18,13 +20,15 @@ from kernelkit.ir.definitions import INTRINSIC
 from kernelkit.ir.function import Function, Module
 from kernelkit.ir.ops import Op
 
-from ..signature import AUGMENTED, FORWARD, MODES, derivative_parameters, shadow_type
+from ..signature import (AUGMENTED, FORWARD, GATHER, MODES, REVERSE, derivative_parameters,
+                         shadow_type)
 from ..custom import JVP_MARKER, VJP_MARKER
 from ..device import MARKER as DEVICE_MARKER
 from .activity import source_error
 from .custom import plain_calls
 from .device import expand_device_autodiff
 from .forward import tangent_kernel
+from .gather import gather_kernel, gathered_updates, leave_out
 from .reverse import reverse_kernels
 from .sizing import tape_layout
 
@@ -73,12 +77,36 @@ class ADPlugin(Plugin):
                                                types, shadows)
             derivative = tangent_kernel(kernel, activities, parameters, module)
         else:
+            workgroupsize = tuple(attrs["workgroupsize"])
             augmented, reverse, plan = reverse_kernels(kernel, activities, shadows,
-                                                       tuple(attrs["workgroupsize"]), module)
-            derivative = augmented if mode == AUGMENTED else reverse
-            module.notes[self.name] = tape_layout(kernel, plan)
+                                                       workgroupsize, module)
+            gather = gathered(module, reverse, derivative_parameters(
+                REVERSE, activities, list(kernel.arg_names), types, shadows), workgroupsize)
+            derivative = {AUGMENTED: augmented, REVERSE: reverse, GATHER: gather}[mode]
+            module.notes[self.name] = replace(tape_layout(kernel, plan),
+                                              gather=gather is not None)
+            if derivative is None:
+                raise source_error(kernel, None, "this kernel's reverse pass has no gather "
+                                   "kernel", "launch the gather kernel only where the "
+                                   "reverse kernel's tape layout says it has one")
         # Everything the derivative calls is inlined into it.
         module.functions = {derivative.name: derivative}
         # The derivative kernel is built block by block, with values recomputed where
         # they are needed: the generic clean-up passes merge and share what they can.
         Pipeline(CLEAN_UP)(module)
+
+
+def gathered(module: Module, reverse: Function, parameters, workgroupsize
+             ) -> Function | None:
+    """The gather kernel of the reverse kernel's neighbours' shadow updates, which it then
+    leaves out (`gather.py`), or None where there are none. Both read the reverse kernel
+    as the clean-up passes leave it."""
+    module.functions = {reverse.name: reverse}
+    Pipeline(CLEAN_UP)(module)
+    shadows = [param for param, p in zip(reverse.params, parameters) if p.role == "shadow"]
+    updates = gathered_updates(reverse, shadows, len(workgroupsize))
+    if not updates:
+        return None
+    gather = gather_kernel(reverse, updates, workgroupsize)
+    leave_out(reverse, updates)
+    return gather

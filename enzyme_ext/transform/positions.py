@@ -44,19 +44,16 @@ def unflatten(b: Builder, flat: Value, shape: tuple[int, ...]) -> list[Value]:
 
 
 def global_axis(value: Value) -> int | None:
-    """The axis whose global index `value` is (`group_id * size + local_id`), or None."""
-    if is_op(value, LOCAL_ID):
-        return value.attrs["axis"]
+    """The axis whose global index `value` is (`group_id * size + local_id`), or None. A
+    local id alone is not one: work-items of different groups share it."""
     if not is_op(value, ADD):
         return None
     for product, local in (value.operands, reversed(value.operands)):
         if is_op(local, LOCAL_ID) and is_op(product, MUL):
-            group, size = product.operands
-            if is_op(size, GROUP_ID):
-                group, size = size, group
-            if is_op(group, GROUP_ID) and group.attrs["axis"] == local.attrs["axis"] and \
-                    constant_value(size) is not None:
-                return local.attrs["axis"]
+            for group, size in (product.operands, reversed(product.operands)):
+                if is_op(group, GROUP_ID) and group.attrs["axis"] == local.attrs["axis"] \
+                        and constant_value(size) is not None:
+                    return local.attrs["axis"]
     return None
 
 

@@ -52,6 +52,7 @@ class TapeLayout:
     terms: tuple
     loops: tuple
     written: tuple = ()     # the parameters (by position) the kernel writes
+    gather: bool = False    # a gather kernel runs before the reverse kernel (gather.py)
 
     def unknown_loops(self) -> list[LoopBound]:
         return [loop for loop in self.loops if loop.trip_count is None]

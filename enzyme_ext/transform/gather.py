@@ -1,0 +1,315 @@
+"""Neighbours' shadow updates gathered by the element's owner, not scattered with atomics.
+
+The reverse of `out[i] = u[i - 1] + u[i + 1]` adds out's adjoint into u's shadow at i - 1
+and i + 1, elements that the neighbouring work-items update too: each update an atomic
+(on a CPU a locked compare-and-swap, and no vector loop around it). Where every update of
+a shadow is an add at a constant offset from the work-item's position, made by every
+work-item (in the reverse kernel's first block), of a value computed from the arguments
+and the position alone, the updates are transposed:
+- a gather kernel, launched after the augmented forward kernel and before the reverse
+  kernel, gives each work-item one element of the shadow to own, at its position plus
+  an anchor offset (the offset most updates have); the work-item computes again, at
+  each neighbour's position, the value that neighbour would add into its element, and
+  adds them up in a fixed order;
+- the reverse kernel keeps only the updates of elements no work-item owns (the halo
+  along the ndrange's edges), atomic, in the work-groups at those edges; the others
+  run without atomics.
+The gather kernel reads what the reverse kernel's updates read, before the reverse kernel
+changes any of it: a value whose computation reads memory the reverse kernel writes first
+keeps its atomic. On a work-group away from the ndrange's edges every neighbour exists,
+so its code has no bounds tests (a uniform branch, taken once per group on the CPU)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelkit.ir import types as T
+from kernelkit.ir.builder import Builder
+from kernelkit.ir.definitions import (ATOMICS, BARRIER, GROUP_ID, LOAD, LOCAL_ID, NDRANGE, STORE,
+                                      Trait)
+from kernelkit.ir.function import Block, Function
+from kernelkit.ir.ops import Op, Value, constant_value
+
+from ..signature import GATHER
+from .positions import global_axis
+
+
+@dataclass
+class Site:
+    """One atomic add into a shadow: shadow[position[axes[k]] + offsets[k] for each k] +=
+    value, where `ops` compute the value (in block order)."""
+    atomic: Op
+    axes: tuple[int, ...]
+    offsets: tuple[int, ...]
+    ops: list[Op]
+
+    @property
+    def value(self) -> Value:
+        return self.atomic.operands[-1]
+
+
+def gathered_updates(function: Function, shadows: list[Value], ndim: int
+                     ) -> dict[Value, list[Site]]:
+    """The shadows (of `shadows`, the reverse kernel's shadow parameters) whose every
+    update can be gathered, each with its updates."""
+    entry = function.entry
+    position = {op: index for index, op in enumerate(entry.ops)}
+    found = {}
+    for shadow in shadows:
+        sites = []
+        for op in function.ops():
+            if not any(operand is shadow for operand in op.all_operands()):
+                continue
+            site = _site(op, shadow, entry, position, ndim)
+            if site is None or (sites and site.axes != sites[0].axes):
+                break
+            sites.append(site)
+        else:
+            if sites and any(site.offsets != sites[0].offsets for site in sites):
+                found[shadow] = sites      # all at the work-item's own element: no atomics
+    return found
+
+
+def _site(op: Op, shadow: Value, entry: Block, position: dict, ndim: int) -> Site | None:
+    if op.definition is not ATOMICS["add"] or op.block is not entry or op.operands[0] is not \
+            shadow or not op.type.is_float or _used(op, entry):
+        return None
+    places = [_position_plus_constant(index) for index in op.operands[1:-1]]
+    if None in places or sorted(axis for axis, _ in places) != list(range(ndim)):
+        return None
+    ops = _computation(op.operands[-1], entry, position)
+    if ops is None:
+        return None
+    return Site(op, tuple(axis for axis, _ in places), tuple(o for _, o in places), ops)
+
+
+def _used(op: Op, entry: Block) -> bool:
+    return any(op in user.all_operands() for block in entry.function.blocks
+               for user in block.ops)
+
+
+def _position_plus_constant(value: Value) -> tuple[int, int] | None:
+    """(axis, c) where `value` is the global index along axis plus the constant c."""
+    axis = global_axis(value)
+    if axis is not None:
+        return axis, 0
+    if not isinstance(value, Op) or value.opcode not in ("add", "sub"):
+        return None
+    left, right = value.operands
+    if value.opcode == "add" and isinstance(constant_value(left), int):
+        left, right = right, left
+    constant = constant_value(right)
+    if not isinstance(constant, int) or isinstance(constant, bool):
+        return None
+    inner = _position_plus_constant(left)
+    if inner is None:
+        return None
+    return inner[0], inner[1] + (constant if value.opcode == "add" else -constant)
+
+
+def _computation(value: Value, entry: Block, position: dict) -> list[Op] | None:
+    """The operations `value` is computed from, in block order, if it can be computed
+    again at another work-item's position before the reverse kernel runs: pure
+    operations and loads of argument arrays that nothing writes before them, in the
+    first block."""
+    needed, stack = set(), [value]
+    while stack:
+        v = stack.pop()
+        if v in needed or v in entry.params:
+            continue
+        if not isinstance(v, Op) or v.block is not entry:
+            return None
+        if v.definition is LOAD:
+            if v.operands[0] not in entry.params:
+                return None      # private or local memory: the work-item's own
+        elif not v.is_pure:
+            return None
+        needed.add(v)
+        stack.extend(v.operands)
+    ops = sorted(needed, key=position.__getitem__)
+    for load in (op for op in ops if op.definition is LOAD):
+        for earlier in entry.ops[:position[load]]:
+            if _may_write(earlier, load.operands[0]):
+                return None
+    return ops
+
+
+def _may_write(op: Op, array: Value) -> bool:
+    effects = op.definition.effects
+    if effects.unknown or op.has(Trait.CALL):
+        return True
+    return (op.definition is STORE or op.has(Trait.ATOMIC)) and op.operands[0] is array
+
+
+class Positions:
+    """Builds a site's value again at another work-item's position: the global index
+    along each axis replaced by the given one (None: the work-item's own)."""
+
+    def __init__(self, b: Builder, workgroupsize: tuple[int, ...]):
+        self.b, self.workgroupsize = b, workgroupsize
+
+    def own(self, axis: int) -> Value:
+        b = self.b
+        group = b.op(GROUP_ID, [], T.int64, {"axis": axis})
+        local = b.op(LOCAL_ID, [], T.int64, {"axis": axis})
+        return b.binary("add", b.binary("mul", group, b.constant(self.workgroupsize[axis],
+                                                                   T.int64)), local)
+
+    def value_at(self, site: Site, at: list[Value | None], mapped: dict) -> Value:
+        b, copies = self.b, dict(mapped)
+        for op in site.ops:
+            axis = global_axis(op)
+            if axis is not None and at[axis] is not None:
+                copies[op] = at[axis]
+                continue
+            if op.definition in (GROUP_ID, LOCAL_ID) and at[op.attrs["axis"]] is not None:
+                index, size = at[op.attrs["axis"]], b.constant(
+                    self.workgroupsize[op.attrs["axis"]], T.int64)
+                copies[op] = b.binary("floordiv" if op.definition is GROUP_ID else "mod",
+                                      index, size)
+                continue
+            b.loc = op.loc
+            copies[op] = b.op(op.definition, [copies.get(v, v) for v in op.operands],
+                              op.type, dict(op.attrs))
+        return copies.get(site.value, site.value)
+
+
+def within(b: Builder, workgroupsize, shifts: list[dict[int, int]], ndim: int) -> Value:
+    """Whether, for every work-item of this group and every shift (axis -> offset), the
+    work-item's position shifted lies inside the ndrange (a group-uniform value)."""
+    inside = b.constant(True, T.bool_)
+    for axis in range(ndim):
+        offsets = [shift.get(axis, 0) for shift in shifts]
+        low, high = min(offsets), max(offsets)
+        size = b.constant(workgroupsize[axis], T.int64)
+        group = b.op(GROUP_ID, [], T.int64, {"axis": axis})
+        first = b.binary("mul", group, size)
+        end = b.binary("add", first, size)     # one past the group's last work-item
+        extent = b.op(NDRANGE, [], T.int64, {"axis": axis})
+        inside = b.binary("and", inside, b.compare(
+            "ge", b.binary("add", first, b.constant(low, T.int64)), b.constant(0, T.int64)))
+        inside = b.binary("and", inside, b.compare(
+            "le", b.binary("add", end, b.constant(high, T.int64)), extent))
+    return inside
+
+
+def inside_ndrange(b: Builder, at: dict[int, Value]) -> Value:
+    inside = b.constant(True, T.bool_)
+    for axis, index in at.items():
+        extent = b.op(NDRANGE, [], T.int64, {"axis": axis})
+        inside = b.binary("and", inside, b.binary(
+            "and", b.compare("ge", index, b.constant(0, T.int64)),
+            b.compare("lt", index, extent)))
+    return inside
+
+
+def anchor(sites: list[Site]) -> tuple[int, ...]:
+    """The offsets most of the sites have (the first such, in block order)."""
+    counts = {}
+    for site in sites:
+        counts[site.offsets] = counts.get(site.offsets, 0) + 1
+    return max(counts, key=counts.__getitem__)
+
+
+def shifts(sites: list[Site], own: tuple[int, ...], sign: int) -> list[dict[int, int]]:
+    """For each site, axis -> sign * (anchor offset - site offset) along that axis."""
+    return [{axis: sign * (a - o) for axis, a, o in zip(site.axes, own, site.offsets)}
+            for site in sites]
+
+
+def gather_kernel(reverse: Function, updates: dict[Value, list[Site]], workgroupsize
+                  ) -> Function:
+    """The kernel that adds each gathered shadow's updates up at their owners' elements:
+    the reverse kernel's parameters, each work-item adding into the element at its
+    position plus the anchor offset the values its neighbours' updates would add."""
+    ndim = len(workgroupsize)
+    gather = Function(reverse.name.rsplit(".", 1)[0] + f".{GATHER}", list(reverse.arg_names),
+                      is_kernel=True, source_file=reverse.source_file)
+    entry = gather.add_block(Block(tuple(p.type for p in reverse.params)))
+    for mine, theirs in zip(entry.params, reverse.params):
+        mine.hint = theirs.hint
+    mapped = dict(zip(reverse.params, entry.params))
+    b = Builder(gather)
+    b.position_at_end(entry)
+    b.loc = next(iter(updates.values()))[0].atomic.loc
+    positions = Positions(b, workgroupsize)
+    # A group runs without bounds tests where every neighbour it gathers from exists and
+    # every element it would update past its anchor has an owner (no halo).
+    every = [shift for sites in updates.values() for sign in (1, -1)
+             for shift in shifts(sites, anchor(sites), sign)]
+    whole, edge, done = b.new_block(), b.new_block(), b.new_block()
+    b.cbr(within(b, workgroupsize, every, ndim), whole, [], edge, [])
+    for block, checked in ((whole, False), (edge, True)):
+        b.position_at_end(block)
+        own = [positions.own(axis) for axis in range(ndim)]
+        for shadow, sites in updates.items():
+            offsets = anchor(sites)
+            total = None
+            for site, shift in zip(sites, shifts(sites, offsets, 1)):
+                at = {axis: b.binary("add", own[axis], b.constant(delta, T.int64))
+                      for axis, delta in shift.items() if delta}
+                if checked and at:
+                    inside = inside_ndrange(b, at)
+                    clamped = {axis: b.binary("max", b.constant(0, T.int64), b.binary(
+                        "min", index, b.binary("sub", b.op(NDRANGE, [], T.int64,
+                                                           {"axis": axis}),
+                                               b.constant(1, T.int64))))
+                        for axis, index in at.items()}
+                    value = positions.value_at(site, _per_axis(clamped, ndim), mapped)
+                    value = b.select(inside, value, b.constant(0.0, value.type))
+                else:
+                    value = positions.value_at(site, _per_axis(at, ndim), mapped)
+                total = value if total is None else b.binary("add", total, value)
+            target = mapped[shadow]
+            element = [b.binary("add", own[axis], b.constant(offset, T.int64))
+                       for axis, offset in zip(sites[0].axes, offsets)]
+            current = b.op(LOAD, [target, *element], target.type.dtype)
+            b.op(STORE, [target, *element, b.binary("add", current,
+                                                    b.cast(total, target.type.dtype))])
+        if checked:
+            # Behind a barrier of their own (the branch is the same for the whole group),
+            # the few atomic updates leave the gathering above free of them (a vector loop
+            # on the CPU).
+            b.op(BARRIER, [])
+            rest = b.new_block()
+            b.br(rest)
+            b.position_at_end(rest)
+            own = [positions.own(axis) for axis in range(ndim)]
+            for shadow, sites in updates.items():
+                halo_updates(b, positions, own, mapped[shadow], sites, anchor(sites), mapped)
+        b.br(done)
+    b.position_at_end(done)
+    b.ret()
+    return gather
+
+
+def halo_updates(b: Builder, positions: Positions, own: list[Value], target: Value,
+                 sites: list[Site], offsets: tuple[int, ...], mapped: dict) -> None:
+    """The work-item's own updates of elements no work-item owns (their owner would lie
+    outside the ndrange), made atomically: other work-items may update them too."""
+    ndim = len(own)
+    for site, shift in zip(sites, shifts(sites, offsets, -1)):
+        owner = {axis: b.binary("add", own[axis], b.constant(delta, T.int64))
+                 for axis, delta in shift.items() if delta}
+        if not owner:
+            continue
+        update, following = b.new_block(), b.new_block()
+        b.cbr(inside_ndrange(b, owner), following, [], update, [])
+        b.position_at_end(update)
+        value = positions.value_at(site, [None] * ndim, mapped)
+        element = [b.binary("add", own[axis], b.constant(offset, T.int64))
+                   for axis, offset in zip(site.axes, site.offsets)]
+        b.op(ATOMICS["add"], [target, *element, b.cast(value, target.type.dtype)],
+             target.type.dtype)
+        b.br(following)
+        b.position_at_end(following)
+
+
+def _per_axis(at: dict[int, Value], ndim: int) -> list[Value | None]:
+    return [at.get(axis) for axis in range(ndim)]
+
+
+def leave_out(reverse: Function, updates: dict[Value, list[Site]]) -> None:
+    """The reverse kernel without the updates the gather kernel makes."""
+    for sites in updates.values():
+        for site in sites:
+            reverse.entry.ops.remove(site.atomic)

@@ -1,0 +1,201 @@
+"""Reverse mode of kernels that read an array at their neighbours' positions: the shadow
+updates that neighbouring work-items share are gathered by each element's owner in a
+kernel of their own (enzyme_ext/transform/gather.py) instead of being made with atomics,
+with the elements past the ndrange's edges (the halo) still updated atomically. Each
+gradient is checked against the same sums written out in Python, on ndranges that end
+in partial work-groups, and the reverse kernel is checked to have no atomics left."""
+import numpy as np
+import pytest
+
+import kernelkit as kk
+from enzyme_ext import Active, Const, Duplicated, Reverse, autodiff, compiler_job_from_backend
+from enzyme_ext.jobs import derivative_job
+from kernelkit.compiler.driver import compile_job
+
+
+@kk.kernel
+def three_points(y, x, w0, w1, w2):
+    i = kk.index(kk.Global)
+    y[i + 1] = w0 * x[i] + w1 * x[i + 1] + w2 * x[i + 2]
+
+
+@kk.kernel
+def heat_step(out, u, alpha):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    r = i + 1
+    c = j + 1
+    laplacian = u[r - 1, c] + u[r + 1, c] + u[r, c - 1] + u[r, c + 1] - 4.0 * u[r, c]
+    out[r, c] = u[r, c] + alpha * laplacian
+
+
+@kk.kernel
+def transposed_pairs(y, x):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    y[i, j] = x[j, i] * x[j, i] + 2.0 * x[j + 1, i]
+
+
+@kk.kernel
+def both_orders(y, x):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    y[i, j] = x[i, j] + 3.0 * x[j, i + 1]
+
+
+def reverse(backend, kernel, workgroupsize, ndrange, arguments, activities):
+    """autodiff(Reverse, ...) on copies; returns (result, shadows as NumPy arrays)."""
+    annotated, shadows = [], []
+    for value, activity in zip(arguments, activities):
+        if activity is Duplicated:
+            array, seed = value
+            shadow = kk.to_backend(backend, seed.copy())
+            annotated.append(Duplicated(kk.to_backend(backend, array.copy()), shadow))
+            shadows.append(shadow)
+        elif activity is Active:
+            annotated.append(Active(value))
+        else:
+            annotated.append(value)
+    result = autodiff(Reverse, kernel(backend, workgroupsize), *annotated, ndrange=ndrange)
+    kk.synchronize(backend)
+    return result, [kk.to_numpy(shadow) for shadow in shadows]
+
+
+def reverse_kernel_ir(backend, kernel, workgroupsize, arguments, activities):
+    argtypes = kernel.argument_types(backend, tuple(arguments))
+    parent = compiler_job_from_backend(backend, kernel.function, argtypes,
+                                       workgroupsize=workgroupsize)
+    names = tuple(activity.name for activity in activities)
+    return compile_job(derivative_job(parent, "reverse", names, (None,) * len(names))).ir
+
+
+@pytest.mark.parametrize("n", [64, 203], ids=["whole groups", "partial group"])
+def test_three_point_stencil_gathers_its_neighbours_updates(backend, n):
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    dy, dx = rng.standard_normal(n), rng.standard_normal(n)
+    w = (0.3, -1.2, 0.7)
+    ir = reverse_kernel_ir(backend, three_points, (32,), (y, x, *w),
+                           (Duplicated, Duplicated, Active, Active, Active))
+    assert "atomic" not in ir
+    result, (got_dy, got_dx) = reverse(backend, three_points, 32, n - 2,
+                                       ((y, dy), (x, dx), *w),
+                                       (Duplicated, Duplicated, Active, Active, Active))
+    expected_dx, expected_dw = dx.copy(), [0.0, 0.0, 0.0]
+    for i in range(n - 2):
+        for k in range(3):
+            expected_dx[i + k] += w[k] * dy[i + 1]
+            expected_dw[k] += x[i + k] * dy[i + 1]
+    expected_dy = dy.copy()
+    expected_dy[1:-1] = 0.0         # y's interior is overwritten: its adjoint is consumed
+    np.testing.assert_allclose(got_dx, expected_dx, rtol=1e-13, atol=1e-14)
+    np.testing.assert_array_equal(got_dy, expected_dy)
+    np.testing.assert_allclose(result[2:], expected_dw, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(8, 16), (13, 21)], ids=["whole groups", "partial groups"])
+def test_heat_step_gathers_the_five_point_updates(backend, shape):
+    rows, cols = shape[0] + 2, shape[1] + 2
+    rng = np.random.default_rng(2)
+    u, out = rng.standard_normal((rows, cols)), rng.standard_normal((rows, cols))
+    dout, du = rng.standard_normal((rows, cols)), rng.standard_normal((rows, cols))
+    alpha = 0.15
+    result, (got_dout, got_du) = reverse(backend, heat_step, (4, 8), shape,
+                                         ((out, dout), (u, du), alpha),
+                                         (Duplicated, Duplicated, Active))
+    expected_du, expected_dalpha = du.copy(), 0.0
+    for r in range(1, rows - 1):
+        for c in range(1, cols - 1):
+            g = dout[r, c]
+            expected_du[r, c] += (1.0 - 4.0 * alpha) * g
+            for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                expected_du[nr, nc] += alpha * g
+            laplacian = u[r - 1, c] + u[r + 1, c] + u[r, c - 1] + u[r, c + 1] - 4.0 * u[r, c]
+            expected_dalpha += g * laplacian
+    expected_dout = dout.copy()
+    expected_dout[1:-1, 1:-1] = 0.0
+    np.testing.assert_allclose(got_du, expected_du, rtol=1e-13, atol=1e-14)
+    np.testing.assert_array_equal(got_dout, expected_dout)
+    assert result[2] == pytest.approx(expected_dalpha, rel=1e-12)
+
+
+def test_gathered_updates_are_the_same_bits_on_every_run(backend):
+    rng = np.random.default_rng(3)
+    shape = (29, 45)
+    u, out = rng.standard_normal((31, 47)), rng.standard_normal((31, 47))
+    dout, du = rng.standard_normal((31, 47)), rng.standard_normal((31, 47))
+    runs = [reverse(backend, heat_step, (4, 8), shape, ((out, dout), (u, du), 0.2),
+                    (Duplicated, Duplicated, Active)) for _ in range(3)]
+    for result, (got_dout, got_du) in runs[1:]:
+        np.testing.assert_array_equal(got_du, runs[0][1][1])
+        assert result == runs[0][0]
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (11, 6)], ids=["whole groups", "partial groups"])
+def test_transposed_neighbour_reads_are_gathered_along_the_right_axes(backend, shape):
+    rows, cols = shape
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((cols + 1, rows))
+    y = np.zeros(shape)
+    dy, dx = rng.standard_normal(shape), rng.standard_normal(x.shape)
+    ir = reverse_kernel_ir(backend, transposed_pairs, (4, 4), (y, x), (Duplicated, Duplicated))
+    assert "atomic" not in ir
+    _, (_, got_dx) = reverse(backend, transposed_pairs, (4, 4), shape, ((y, dy), (x, dx)),
+                             (Duplicated, Duplicated))
+    expected = dx.copy()
+    for i in range(rows):
+        for j in range(cols):
+            expected[j, i] += 2.0 * x[j, i] * dy[i, j]
+            expected[j + 1, i] += 2.0 * dy[i, j]
+    np.testing.assert_allclose(got_dx, expected, rtol=1e-13, atol=1e-14)
+
+
+def test_reads_along_different_axes_keep_their_atomic_updates(backend):
+    # x[i, j] and x[j, i + 1]: no one owner per element, so the updates stay atomic.
+    n = 9
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((n + 1, n + 1)), np.zeros((n, n))
+    dy, dx = rng.standard_normal((n, n)), rng.standard_normal((n + 1, n + 1))
+    ir = reverse_kernel_ir(backend, both_orders, (4, 4), (y, x), (Duplicated, Duplicated))
+    assert "atomic" in ir
+    _, (_, got_dx) = reverse(backend, both_orders, (4, 4), (n, n), ((y, dy), (x, dx)),
+                             (Duplicated, Duplicated))
+    expected = dx.copy()
+    for i in range(n):
+        for j in range(n):
+            expected[i, j] += dy[i, j]
+            expected[j, i + 1] += 3.0 * dy[i, j]
+    np.testing.assert_allclose(got_dx, expected, rtol=1e-13, atol=1e-14)
+
+
+def test_a_const_neighbour_array_needs_no_gather(backend):
+    # Only y's own elements are updated: nothing to gather, no atomics either.
+    n = 40
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    ir = reverse_kernel_ir(backend, three_points, (16,), (y, x, 1.0, 2.0, 3.0),
+                           (Duplicated, Const, Active, Active, Active))
+    assert "atomic" not in ir
+    dy = rng.standard_normal(n)
+    result, _ = reverse(backend, three_points, 16, n - 2, ((y, dy), x, 1.0, 2.0, 3.0),
+                        (Duplicated, Const, Active, Active, Active))
+    for k in range(3):
+        assert result[2 + k] == pytest.approx(float(np.dot(x[k:n - 2 + k], dy[1:-1])),
+                                              rel=1e-12)
+
+
+@kk.kernel
+def by_local_index(out, x):
+    i = kk.index(kk.Global)
+    out[i] = x[kk.index(kk.Local)] * 2.0
+
+
+def test_an_array_read_at_the_local_index_is_updated_by_every_group(backend):
+    # Work-items of different groups share a local index: x's shadow updates are atomic
+    # (a plain read-modify-write would lose the updates of groups running at once).
+    groupsize, n = 16, 4096
+    x, out = np.ones(groupsize), np.zeros(n)
+    ir = reverse_kernel_ir(backend, by_local_index, (groupsize,), (out, x),
+                           (Duplicated, Duplicated))
+    assert "atomic" in ir
+    _, (_, got_dx) = reverse(backend, by_local_index, groupsize, n,
+                             ((out, np.ones(n)), (x, np.zeros(groupsize))),
+                             (Duplicated, Duplicated))
+    np.testing.assert_array_equal(got_dx, np.full(groupsize, 2.0 * n / groupsize))
