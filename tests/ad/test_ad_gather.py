@@ -52,13 +52,16 @@ def reverse(backend, kernel, workgroupsize, ndrange, arguments, activities):
         elif activity is Active:
             annotated.append(Active(value))
         else:
-            annotated.append(value)
+            annotated.append(kk.to_backend(backend, value.copy())
+                             if isinstance(value, np.ndarray) else value)
     result = autodiff(Reverse, kernel(backend, workgroupsize), *annotated, ndrange=ndrange)
     kk.synchronize(backend)
     return result, [kk.to_numpy(shadow) for shadow in shadows]
 
 
 def reverse_kernel_ir(backend, kernel, workgroupsize, arguments, activities):
+    arguments = [kk.to_backend(backend, a) if isinstance(a, np.ndarray) else a
+                 for a in arguments]
     argtypes = kernel.argument_types(backend, tuple(arguments))
     parent = compiler_job_from_backend(backend, kernel.function, argtypes,
                                        workgroupsize=workgroupsize)
