@@ -604,7 +604,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         builder.call(printf, [self.string(text), *args])
 
     def math(self, builder, name, args, type):
-        return cpu_math(builder, name, args, type)
+        return cpu_math(builder, name, args, type, self.job.config.target.vector_library)
 
 
 class _DistinctNode(ir.values.MDValue):

@@ -4,25 +4,36 @@ Functions IEEE 754 defines exactly (sqrt, rounding, fabs, copysign, fmod) are LL
 intrinsics or instructions. The others are calls to the C library's functions, declared
 `nobuiltin` (and without side effects): LLVM would otherwise evaluate a call whose
 argument it finds to be constant with its own, more exact, arithmetic, and the same
-kernel would give a result an ulp away from what it computes at run time."""
+kernel would give a result an ulp away from what it computes at run time. Where the host
+has vector versions of them (`vector_math.py`), the calls are to functions the loop
+vectorizer turns into those."""
 from __future__ import annotations
 
 from kernelkit.compiler.math_lowering import call_intrinsic, call_math_function, lower_math
 from kernelkit.ir import types as T
 from kernelkit.ir.math_functions import MATH_FUNCTIONS
 
-
-def cpu_math(builder, name: str, args, type: T.ScalarType):
-    return lower_math(builder, name, args, type, _host_math)
+from .vector_math import call_vectorizable
 
 
-def _host_math(builder, name: str, args, type: T.ScalarType):
+def cpu_math(builder, name: str, args, type: T.ScalarType, vector_library: str = ""):
+    """`name(args)` in LLVM IR; `vector_library` (vector_math.py) gives the vectorizable
+    versions of the C library's functions, where the host has them."""
+    return lower_math(builder, name, args, type,
+                      lambda b, n, a, t: _host_math(b, n, a, t, vector_library))
+
+
+def _host_math(builder, name: str, args, type: T.ScalarType, vector_library: str):
     if name == "fmod":
         return builder.frem(*args)
     function = MATH_FUNCTIONS[name]
     if function.exact:
         return call_intrinsic(builder, f"llvm.{name}", args)
     symbol = function.c_name + ("f" if type.bits == 32 else "")
+    if type.bits in (32, 64):
+        vectorizable = call_vectorizable(builder, vector_library, symbol, args)
+        if vectorizable is not None:
+            return vectorizable
     result = call_math_function(builder, symbol, args)
     for attribute in ("nobuiltin", "readnone", "nounwind"):
         builder.module.globals[symbol].attributes.add(attribute)

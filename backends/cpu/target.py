@@ -20,6 +20,7 @@ from .group import GroupFunctionBuilder
 from .object_symbols import undefined_symbols
 from .runtime_library import PROVIDED as RUNTIME_LIBRARY
 from .runtime_library import runtime_library
+from .vector_math import load_libmvec, vector_library
 
 @functools.lru_cache(maxsize=1)
 def _initialize_llvm() -> None:
@@ -40,11 +41,14 @@ class CPUTarget(Target):
     cpu: str
     features: str
     name: str = "cpu"
+    vector_library: str = ""    # vector math (vector_math.py): "" for the C library's own
 
     @classmethod
     def host(cls) -> CPUTarget:
         _initialize_llvm()
-        return cls(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+        features = llvm.get_host_cpu_features().flatten()
+        return cls(llvm.get_host_cpu_name(), features,
+                   vector_library=vector_library(features))
 
     def machine(self, opt_level: int = 3) -> llvm.TargetMachine:
         return _target_machine(self.cpu, self.features, opt_level)
@@ -108,6 +112,8 @@ class _Loader:
             needed = undefined_symbols(artifact)
             if needed & RUNTIME_LIBRARY:
                 runtime_library()
+            if any(name.startswith("_ZGV") for name in needed):
+                load_libmvec()      # vector math, for object code from the disk cache
             # Creating an engine also makes the process's own symbols searchable. It is
             # kept even where the object code is refused: each engine owns the one cached
             # target machine, and freeing an engine would free that.
