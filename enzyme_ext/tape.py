@@ -51,6 +51,7 @@ def tape_type(job: CompilerJob, mode, activities, *, arguments=None,
     return record_type(floats, integers)
 
 
+@functools.lru_cache(maxsize=64)
 def record_type(floats: int, integers: int) -> np.dtype:
     (float_field, float_type), (integer_field, integer_type), (count_field, count_type) = \
         TAPE_FIELDS
