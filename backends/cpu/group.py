@@ -356,6 +356,8 @@ class GroupFunctionBuilder(EntryPointBuilder):
             module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
         return identity
 
+    work_items_in_sequence = True     # a group's work-items: a loop on one thread
+
     def array_access(self, instruction) -> None:
         instruction.set_metadata("llvm.access.group", self.access_group)
 

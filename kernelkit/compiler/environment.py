@@ -56,6 +56,12 @@ class KernelEnvironment:
     def array_access(self, instruction: ir.Instruction) -> None:
         """Called with every load and store of array elements (e.g. to attach metadata)."""
 
+    # Whether a group's work-items run one after another on one thread (the CPU's): then
+    # an atomic on local memory, which only the group's work-items share, is a plain
+    # read-modify-write, kept out of `array_access` so that no vector loop merges the
+    # work-items' updates.
+    work_items_in_sequence: bool = False
+
     def is_demoted(self, value: Value) -> bool:
         return False
 

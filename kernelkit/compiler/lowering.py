@@ -302,6 +302,8 @@ class BodyLowering:
         value = self.use(builder, op.operands[-1])
         dtype = array_type.dtype
         name = op.definition.member
+        if array_type.space == "local" and self.env.work_items_in_sequence:
+            return self.local_read_modify_write(builder, name, dtype, address, value)
         if dtype.is_float:
             llvm_op = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax",
                        "exchange": "xchg"}[name]
@@ -311,11 +313,39 @@ class BodyLowering:
                        "max": "max" if dtype.is_signed else "umax"}[name]
         return builder.atomic_rmw(llvm_op, address, value, "monotonic")
 
+    def local_read_modify_write(self, builder, name: str, dtype, address, value):
+        """An atomic on local memory where a group's work-items run in sequence: the old
+        value, and the new one stored (min and max as LLVM's atomics: minnum, maxnum)."""
+        old = builder.load(address, typ=value.type)
+        if name == "exchange":
+            new = value
+        elif dtype.is_float and name in ("min", "max"):
+            new = call_intrinsic(builder, f"llvm.{name}num", [old, value])
+        elif dtype.is_float:
+            new = (builder.fadd if name == "add" else builder.fsub)(old, value)
+        elif name in ("min", "max"):
+            signed, smaller = dtype.is_signed, name == "min"
+            less = (builder.icmp_signed if signed else builder.icmp_unsigned)("<", old, value)
+            new = builder.select(less, old, value) if smaller else \
+                builder.select(less, value, old)
+        else:
+            new = {"add": builder.add, "sub": builder.sub, "and": builder.and_,
+                   "or": builder.or_, "xor": builder.xor}[name](old, value)
+        builder.store(new, address)
+        return old
+
     def op_atomic_cas(self, builder, op: Op):
         array_type = op.operands[0].type
         address = self.address(builder, op, array_type.ndim)
         expected, new = (self.use(builder, v) for v in op.operands[-2:])
         dtype = array_type.dtype
+        if array_type.space == "local" and self.env.work_items_in_sequence:
+            old = builder.load(address, typ=expected.type)
+            same = builder.icmp_unsigned("==", builder.bitcast(old, ir.IntType(dtype.bits)),
+                                         builder.bitcast(expected, ir.IntType(dtype.bits))) \
+                if dtype.is_float else builder.icmp_unsigned("==", old, expected)
+            builder.store(builder.select(same, new, old), address)
+            return old
         if dtype.is_float:
             as_int = ir.IntType(dtype.bits)
             pair = builder.cmpxchg(address, builder.bitcast(expected, as_int),

@@ -309,3 +309,93 @@ def test_compare_and_swap_lets_exactly_one_work_item_win(backend):
     launch(backend, claim_once, winners, owner, ndrange=n)
     assert kk.to_numpy(winners)[0] == 1
     assert 0 <= kk.to_numpy(owner)[0] < n
+
+
+# --- atomics on local memory: shared by a group's work-items only ----------------------
+
+
+GROUP_BINS = 8
+
+
+@kk.kernel
+def group_histograms(counts, sums, lows, highs, keys: kk.Const, x: kk.Const):
+    """Each group's histogram of its keys, the sum, min and max of x per key, built with
+    atomics in local memory (the CPU runs them as plain updates, one work-item after
+    another), then copied out by the group's first GROUP_BINS work-items."""
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    group = kk.index(kk.Group)
+    count = kk.localmem(np.int32, (GROUP_BINS,))
+    total = kk.localmem(np.float64, (GROUP_BINS,))
+    low = kk.localmem(np.float64, (GROUP_BINS,))
+    high = kk.localmem(np.float64, (GROUP_BINS,))
+    if local < GROUP_BINS:
+        count[local] = 0
+        total[local] = 0.0
+        low[local] = np.inf
+        high[local] = -np.inf
+    kk.synchronize()
+    key = keys[i]
+    kk.atomic_add(count, key, 1)
+    kk.atomic_add(total, key, x[i])
+    kk.atomic_min(low, key, x[i])
+    kk.atomic_max(high, key, x[i])
+    kk.synchronize()
+    if local < GROUP_BINS:
+        counts[group, local] = count[local]
+        sums[group, local] = total[local]
+        lows[group, local] = low[local]
+        highs[group, local] = high[local]
+
+
+def test_local_atomics_build_each_groups_histogram(backend):
+    rng = np.random.default_rng(11)
+    groups = 64
+    keys = rng.integers(0, GROUP_BINS, groups * WORKGROUP).astype(np.int32)
+    x = (rng.integers(-40, 40, groups * WORKGROUP) / 4).astype(np.float64)   # exact sums
+    outputs = [kk.zeros(backend, dtype, (groups, GROUP_BINS))
+               for dtype in (np.int32, np.float64, np.float64, np.float64)]
+    launch(backend, group_histograms, *outputs, kk.to_backend(backend, keys),
+           kk.to_backend(backend, x), ndrange=len(keys))
+    counts, sums, lows, highs = (kk.to_numpy(o) for o in outputs)
+    for g in range(groups):
+        k, v = keys[g * WORKGROUP:(g + 1) * WORKGROUP], x[g * WORKGROUP:(g + 1) * WORKGROUP]
+        np.testing.assert_array_equal(counts[g], np.bincount(k, minlength=GROUP_BINS))
+        np.testing.assert_array_equal(sums[g], np.bincount(k, weights=v, minlength=GROUP_BINS))
+        for b in range(GROUP_BINS):
+            chosen = v[k == b]
+            assert lows[g, b] == (chosen.min() if len(chosen) else np.inf)
+            assert highs[g, b] == (chosen.max() if len(chosen) else -np.inf)
+
+
+@kk.kernel
+def group_slots(slots, claims):
+    """Each work-item takes a slot of its group's counter (atomic_add's old value) and
+    the group's first work-item records, with compare-and-swap and exchange, who came
+    last."""
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    group = kk.index(kk.Group)
+    counter = kk.localmem(np.int64, (1,))
+    last = kk.localmem(np.int64, (1,))
+    if local == 0:
+        counter[0] = 0
+        last[0] = -1
+    kk.synchronize()
+    slots[i] = kk.atomic_add(counter, 0, 1)
+    kk.atomic_exchange(last, 0, local)
+    kk.synchronize()
+    if local == 0:
+        seen = kk.atomic_cas(last, 0, WORKGROUP - 1, -2)
+        claims[group] = seen
+
+
+def test_local_atomics_return_the_value_before_their_update(backend):
+    groups = 32
+    slots = kk.zeros(backend, np.int64, groups * WORKGROUP)
+    claims = kk.zeros(backend, np.int64, groups)
+    launch(backend, group_slots, slots, claims, ndrange=groups * WORKGROUP)
+    slots = kk.to_numpy(slots).reshape(groups, WORKGROUP)
+    for g in range(groups):
+        np.testing.assert_array_equal(np.sort(slots[g]), np.arange(WORKGROUP))
+    assert all(0 <= c < WORKGROUP for c in kk.to_numpy(claims))
