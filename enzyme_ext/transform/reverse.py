@@ -50,6 +50,7 @@ from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
                      refuse_jvp_in_reverse)
 from .derivatives import PARTIALS, times
 from .group_sum import GroupSum
+from .restore import Restorer
 from .positions import linear_local_item, linear_work_item, own_element, unflatten
 from .stacks import FLOATS, INTEGERS, CountedHeader, Stacks, TapePlan
 
@@ -116,6 +117,7 @@ class Reverse:
         self.calls: list[Op] = []         # of custom rules' backward functions
         self.counter_cell: Op | None = None   # the counted loops' counters, by header
         self.exclusive_shadows: dict = {}     # array -> whether its shadow needs no atomics
+        self.restorer = Restorer(self, kernel, activity.written, workgroupsize)
         self.zeroed: dict[Op, tuple] = {}     # stores of 0 into a shadow -> (shadow, indices)
 
     def find_counted_loops(self) -> None:
@@ -364,6 +366,9 @@ class Reverse:
         if is_op(value, CONST) or (isinstance(value, Op) and value.block is self.block and
                                    self.recomputable(value)):
             result = self.recompute(value, self.headers[self.block], self.available)
+        elif self.restorer.restores(value):     # a tile's element, computed again
+            b.position_at_end(self.headers[self.block])
+            result = self.available[value] = self.restorer.restore(value)
         else:
             b.position_at_end(self.headers[self.block])
             result = self.available[value] = self.stack().pop(value.type)
