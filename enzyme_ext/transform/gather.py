@@ -47,7 +47,7 @@ class Site:
         return self.atomic.operands[-1]
 
 
-def gathered_updates(function: Function, shadows: list[Value], ndim: int
+def gathered_updates(function: Function, shadows: list[Value], workgroupsize
                      ) -> dict[Value, list[Site]]:
     """The shadows (of `shadows`, the reverse kernel's shadow parameters) whose every
     update can be gathered, each with its updates."""
@@ -59,7 +59,7 @@ def gathered_updates(function: Function, shadows: list[Value], ndim: int
         for op in function.ops():
             if not any(operand is shadow for operand in op.all_operands()):
                 continue
-            site = _site(op, shadow, entry, position, ndim)
+            site = _site(op, shadow, entry, position, workgroupsize)
             if site is None or (sites and site.axes != sites[0].axes):
                 break
             sites.append(site)
@@ -69,12 +69,13 @@ def gathered_updates(function: Function, shadows: list[Value], ndim: int
     return found
 
 
-def _site(op: Op, shadow: Value, entry: Block, position: dict, ndim: int) -> Site | None:
+def _site(op: Op, shadow: Value, entry: Block, position: dict, workgroupsize
+          ) -> Site | None:
     if op.definition is not ATOMICS["add"] or op.block is not entry or op.operands[0] is not \
             shadow or not op.type.is_float or _used(op, entry):
         return None
-    places = [_position_plus_constant(index) for index in op.operands[1:-1]]
-    if None in places or sorted(axis for axis, _ in places) != list(range(ndim)):
+    places = [_position_plus_constant(index, workgroupsize) for index in op.operands[1:-1]]
+    if None in places or sorted(axis for axis, _ in places) != list(range(len(workgroupsize))):
         return None
     ops = _computation(op.operands[-1], entry, position)
     if ops is None:
@@ -87,9 +88,9 @@ def _used(op: Op, entry: Block) -> bool:
                for user in block.ops)
 
 
-def _position_plus_constant(value: Value) -> tuple[int, int] | None:
+def _position_plus_constant(value: Value, workgroupsize) -> tuple[int, int] | None:
     """(axis, c) where `value` is the global index along axis plus the constant c."""
-    axis = global_axis(value)
+    axis = global_axis(value, workgroupsize)
     if axis is not None:
         return axis, 0
     if not isinstance(value, Op) or value.opcode not in ("add", "sub"):
@@ -100,7 +101,7 @@ def _position_plus_constant(value: Value) -> tuple[int, int] | None:
     constant = constant_value(right)
     if not isinstance(constant, int) or isinstance(constant, bool):
         return None
-    inner = _position_plus_constant(left)
+    inner = _position_plus_constant(left, workgroupsize)
     if inner is None:
         return None
     return inner[0], inner[1] + (constant if value.opcode == "add" else -constant)
@@ -157,7 +158,7 @@ class Positions:
     def value_at(self, site: Site, at: list[Value | None], mapped: dict) -> Value:
         b, copies = self.b, dict(mapped)
         for op in site.ops:
-            axis = global_axis(op)
+            axis = global_axis(op, self.workgroupsize)
             if axis is not None and at[axis] is not None:
                 copies[op] = at[axis]
                 continue

@@ -104,7 +104,7 @@ def gathered(module: Module, reverse: Function, parameters, workgroupsize
     module.functions = {reverse.name: reverse}
     Pipeline(CLEAN_UP)(module)
     shadows = [param for param, p in zip(reverse.params, parameters) if p.role == "shadow"]
-    updates = gathered_updates(reverse, shadows, len(workgroupsize))
+    updates = gathered_updates(reverse, shadows, workgroupsize)
     if not updates:
         return None
     gather = gather_kernel(reverse, updates, workgroupsize)

@@ -43,25 +43,27 @@ def unflatten(b: Builder, flat: Value, shape: tuple[int, ...]) -> list[Value]:
     return [flat, *indices]
 
 
-def global_axis(value: Value) -> int | None:
-    """The axis whose global index `value` is (`group_id * size + local_id`), or None. A
-    local id alone is not one: work-items of different groups share it."""
+def global_axis(value: Value, workgroupsize: tuple[int, ...]) -> int | None:
+    """The axis whose global index `value` is (`group_id * size + local_id`, size the
+    work-group's along that axis), or None. A local id alone is not one, nor a group id
+    times another number: work-items of different groups share those."""
     if not is_op(value, ADD):
         return None
     for product, local in (value.operands, reversed(value.operands)):
         if is_op(local, LOCAL_ID) and is_op(product, MUL):
             for group, size in (product.operands, reversed(product.operands)):
-                if is_op(group, GROUP_ID) and group.attrs["axis"] == local.attrs["axis"] \
-                        and constant_value(size) is not None:
-                    return local.attrs["axis"]
+                axis = local.attrs["axis"]
+                if is_op(group, GROUP_ID) and group.attrs["axis"] == axis and \
+                        constant_value(size) == workgroupsize[axis]:
+                    return axis
     return None
 
 
-def own_element(indices: list[Value], ndim: int) -> bool:
+def own_element(indices: list[Value], workgroupsize: tuple[int, ...]) -> bool:
     """Whether an access at `indices` touches an element no other work-item does: its
     indices are the global indices of every axis of the ndrange, each once."""
-    axes = [global_axis(index) for index in indices]
-    return None not in axes and sorted(axes) == list(range(ndim))
+    axes = [global_axis(index, workgroupsize) for index in indices]
+    return None not in axes and sorted(axes) == list(range(len(workgroupsize)))
 
 
 def linear_group(b: Builder, workgroupsize: tuple[int, ...]) -> Value:

@@ -562,7 +562,7 @@ class Reverse:
             axes = [index.attrs["axis"] if is_op(index, LOCAL_ID) else None
                     for index in indices]
             return None not in axes and sorted(axes) == list(range(ndim))
-        return own_element(indices, ndim)
+        return own_element(indices, self.workgroupsize)
 
     def reverse_store(self, op: Op) -> None:
         b = self.b

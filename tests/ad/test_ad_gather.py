@@ -202,3 +202,27 @@ def test_an_array_read_at_the_local_index_is_updated_by_every_group(backend):
                              ((out, np.ones(n)), (x, np.zeros(groupsize))),
                              (Duplicated, Duplicated))
     np.testing.assert_array_equal(got_dx, np.full(groupsize, 2.0 * n / groupsize))
+
+
+@kk.kernel
+def overlapping_windows(out, x):
+    """Each group of 8 reads the 9 elements from 4 * its number on: `g * 4 + l` is not a
+    global index (the group size is 8), and neighbouring groups share elements."""
+    g = kk.index(kk.Group)
+    local = kk.index(kk.Local)
+    i = kk.index(kk.Global)
+    out[i] = x[g * 4 + local] * 2.0 + x[g * 4 + local + 1]
+
+
+def test_a_group_number_times_another_size_is_not_a_position(backend):
+    n = 64
+    x, out = np.random.default_rng(7).standard_normal(n // 2 + 9), np.zeros(n)
+    _, (_, got_dx) = reverse(backend, overlapping_windows, 8, n,
+                             ((out, np.ones(n)), (x, np.zeros(len(x)))),
+                             (Duplicated, Duplicated))
+    expected = np.zeros(len(x))
+    for i in range(n):
+        g, local = divmod(i, 8)
+        expected[g * 4 + local] += 2.0
+        expected[g * 4 + local + 1] += 1.0
+    np.testing.assert_array_equal(got_dx, expected)
