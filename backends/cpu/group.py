@@ -74,7 +74,8 @@ def _local_axes(value) -> set | None:
         if _constant(first) is not None:
             first, second = second, first
         factor = _constant(second)
-        return _local_axes(first) if factor is not None and factor > 0 else None
+        # Positive and small: a local number times it cannot wrap round to 0.
+        return _local_axes(first) if factor is not None and 0 < factor < 2 ** 31 else None
     return None
 
 
