@@ -76,14 +76,34 @@ class PreparedKernel:
         self.described = ctypes.addressof(self.description)
 
 
+def default_threads() -> int:
+    """KERNELKIT_NUM_THREADS where it is set, else the cores this process may run on (its
+    CPU affinity, as `taskset` or a container's limit sets it), else every core."""
+    setting = os.environ.get("KERNELKIT_NUM_THREADS", "").strip()
+    if setting:
+        try:
+            threads = int(setting)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise BackendError(f"KERNELKIT_NUM_THREADS={setting!r}: give a whole number of "
+                               f"threads, 1 or more (or unset it to use every core this "
+                               f"process may run on)")
+        return threads
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 class CPU(Backend):
-    """Kernels on this machine's cores. `threads` defaults to the number of cores;
-    `debug=True` (or KERNELKIT_DEBUG=1) checks every array access."""
+    """Kernels on this machine's cores. `threads` defaults to KERNELKIT_NUM_THREADS, else
+    the cores this process may run on (`default_threads`); `debug=True` (or
+    KERNELKIT_DEBUG=1) checks every array access."""
 
     name = "cpu"
 
     def __init__(self, threads: int | None = None, debug: bool | None = None):
-        self.threads = max(1, int(threads or os.cpu_count() or 1))
+        self.threads = max(1, int(threads or default_threads()))
         if debug is None:
             debug = os.environ.get("KERNELKIT_DEBUG", "") not in ("", "0")
         self.debug = bool(debug)

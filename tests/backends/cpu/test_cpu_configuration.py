@@ -1,9 +1,15 @@
-"""How a CPU backend is configured: KERNELKIT_DEBUG turns on bounds checks, and default
+"""How a CPU backend is configured: KERNELKIT_DEBUG turns on bounds checks,
+KERNELKIT_NUM_THREADS and the process's CPU affinity set the threads, and default
 work-group sizes cover 1-D, 2-D and 3-D ndranges that are not multiples of them."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import kernelkit as kk
+from kernelkit.errors import BackendError
 
 
 @kk.kernel
@@ -69,3 +75,27 @@ def test_default_workgroupsize_covers_every_item_exactly_once(kernel, shape):
     for axis in range(1, len(shape)):
         expected = (expected - 1) * 1000 + index[axis] + 1
     np.testing.assert_array_equal(out, expected)
+
+
+def test_kernelkit_num_threads_sets_the_default_threads(monkeypatch):
+    monkeypatch.setenv("KERNELKIT_NUM_THREADS", "3")
+    assert kk.CPU().threads == 3
+    assert kk.CPU(threads=5).threads == 5      # an explicit count wins
+
+
+@pytest.mark.parametrize("value", ["zero", "0", "-2", "1.5"])
+def test_kernelkit_num_threads_that_is_no_count_is_an_error_naming_it(monkeypatch, value):
+    monkeypatch.setenv("KERNELKIT_NUM_THREADS", value)
+    with pytest.raises(BackendError, match="KERNELKIT_NUM_THREADS"):
+        kk.CPU()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_the_default_threads_are_the_cores_the_process_may_run_on():
+    # As `taskset -c 0 python ...` starts it: a process bound to one core.
+    script = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+              "import kernelkit as kk; print(kk.CPU().threads)")
+    environment = {k: v for k, v in os.environ.items() if k != "KERNELKIT_NUM_THREADS"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=environment, check=True)
+    assert result.stdout.strip() == "1"
