@@ -9,7 +9,9 @@ launching backend's `threads` at once, each calling the compiled group function 
 ctypes (which releases the GIL, so the threads run native code in parallel). A small
 launch on an idle device (one its kernel's earlier launches show to take under 200 us),
 and every launch of a one-thread backend on an idle device, runs at once on the calling
-thread: no thread hand-off.
+thread: no thread hand-off. A kernel's first launch of few work-items runs its first
+group there, which measures the kernel, and hands the rest to the threads where they are
+long (a few work-items each looping long).
 
 A chunk takes at most about `_CHUNK_SECONDS`, so the thread that waits returns to
 Python often: Ctrl-C (KeyboardInterrupt) stops a launch or a synchronize within that
@@ -40,10 +42,15 @@ from . import fault
 from .fault import running
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
-_INLINE_ITEMS = 1 << 14          # a first launch this small runs on the calling thread
+_INLINE_ITEMS = 1 << 14          # a first launch this small starts on the calling thread
 _INLINE_SECONDS = 200e-6
 """A launch whose kernel is estimated (from its earlier launches) to take less than this on
 one thread runs on the calling thread: handing it to other threads costs about as much."""
+_FIRST_LAUNCH_SECONDS = 1e-3
+"""A first launch of at most _INLINE_ITEMS runs its first group on the calling thread,
+and its other groups there too unless that group's time says they would take longer than
+this (more than _INLINE_SECONDS: one group's time, the code's first run, says less than
+a launch's)."""
 _SMALLEST_CHUNKS = 32   # per thread: the last chunks of a launch are this small
 _CHUNK_SECONDS = 20e-3
 """The longest a chunk should take (estimated from the kernel's earlier chunks): the
@@ -231,7 +238,18 @@ class CPU(Backend):
         small = per_group * total < _INLINE_SECONDS if per_group else items <= _INLINE_ITEMS
         device = _device
         if (small or total == 1 or self.threads == 1) and not device.queue:
-            device.run_inline(prepared, packed, total, error_record)
+            if per_group or total == 1 or self.threads == 1:
+                device.run_inline(prepared, packed, total, error_record)
+                return
+            # A kernel's first launch, few work-items: its first group, run here, says
+            # whether the others are worth the other threads (each work-item may loop
+            # long).
+            device.run_inline(prepared, packed, 1, error_record)
+            if prepared.seconds_per_group * (total - 1) < _FIRST_LAUNCH_SECONDS:
+                device.run_inline(prepared, packed, total, error_record, first=1)
+                return
+            device.submit(_Launch(prepared, packed, total, args, error_record, self,
+                                  self.threads, first=1))
         else:
             device.submit(_Launch(prepared, packed, total, args, error_record, self,
                                   self.threads))
@@ -302,6 +320,7 @@ class _Launch:
     error_record: np.ndarray | None
     backend: CPU               # whose synchronize reports its errors
     threads: int               # at most this many threads run its chunks at once
+    first: int = 0             # the first group it runs (the ones before ran already)
     chunk: int = 1
     exception: BaseException | None = None
 
@@ -348,6 +367,8 @@ class _Device:
     def submit(self, launch: _Launch) -> None:
         launch.chunk = max(1, launch.groups // (launch.threads * _SMALLEST_CHUNKS))
         with self.condition:
+            if not self.queue:
+                self.next_group = launch.first
             self.queue.append(launch)
             self.submissions[0] += 1
             if len(self.workers) < launch.threads - 1:
@@ -355,14 +376,14 @@ class _Device:
             self.condition.notify_all()
 
     def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
-                   error_record: np.ndarray | None) -> None:
-        """Run a launch on the calling thread, now (the queue is empty): in one call where
-        it is known to be short, else in chunks, between which Python sees Ctrl-C."""
+                   error_record: np.ndarray | None, first: int = 0) -> None:
+        """Run a launch's groups [first, groups) on the calling thread, now (the queue is
+        empty): in one call where it is known to be short, else in chunks, between which
+        Python sees Ctrl-C."""
         per_group = prepared.seconds_per_group
-        if groups == 1 or (per_group and per_group * groups <= _CHUNK_SECONDS):
-            _run(prepared, packed, 0, groups)
+        if groups - first == 1 or (per_group and per_group * (groups - first) <= _CHUNK_SECONDS):
+            _run(prepared, packed, first, groups)
         else:
-            first = 0
             try:
                 while first < groups:
                     end = min(groups, first + _chunk_limit(prepared))
@@ -490,7 +511,7 @@ class _Device:
         """The head launch is done (called holding the lock): the next one starts."""
         self.finish(launch)
         self.queue.popleft()
-        self.next_group = 0
+        self.next_group = self.queue[0].first if self.queue else 0
         self.retired[0] += 1
         self.submissions[0] += 1   # idle workers look at the new head
         self.condition.notify_all()

@@ -143,9 +143,9 @@ def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
     inline = []
     original = runtime._Device.run_inline
     monkeypatch.setattr(runtime._Device, "run_inline",
-                        lambda stream, prepared, packed, groups, record: (
+                        lambda stream, prepared, packed, groups, record, **options: (
                             inline.append(groups),
-                            original(stream, prepared, packed, groups, record)))
+                            original(stream, prepared, packed, groups, record, **options)))
     a = np.zeros(BIG, np.int64)
     launcher = fill_with_index(backend, 1000)
     launcher(a, ndrange=BIG)               # unmeasured and above the item threshold: threads
@@ -202,3 +202,45 @@ def test_a_kernel_launched_on_a_new_backend_each_time_keeps_a_bounded_number_of_
     kk.synchronize(kk.CPU(threads=1))
     assert len(saxpy._specializations) <= MAX_SPECIALIZATIONS
     np.testing.assert_array_equal(y, np.full(4, MAX_SPECIALIZATIONS + 20, np.float32))
+
+
+@kk.kernel
+def long_sums(out, steps):
+    """Few work-items, each looping long: a first launch worth every thread."""
+    i = kk.index(kk.Global)
+    total = 0.0
+    for k in range(steps):
+        total += kk.sin(k * 0.001 + i)
+    out[i] = total
+
+
+def test_a_first_launch_of_few_long_work_items_goes_to_the_threads_after_its_first_group(
+        monkeypatch):
+    # Unmeasured and below the item threshold: its first group runs on the calling
+    # thread, measures the kernel, and the other groups go to the threads.
+    import backends.cpu.runtime as runtime
+    backend = kk.CPU(threads=2)
+    submitted = []
+    original = runtime._Device.submit
+    monkeypatch.setattr(runtime._Device, "submit", lambda device, launch: (
+        submitted.append((launch.first, launch.groups)), original(device, launch)))
+    out = np.zeros(64)
+    long_sums(backend, 1)(out, 100_000, ndrange=64)
+    kk.synchronize(backend)
+    assert submitted == [(1, 64)]
+    k = np.arange(100_000) * 0.001
+    np.testing.assert_allclose(out, [np.sin(k + i).sum() for i in range(64)], rtol=1e-9)
+
+
+def test_a_first_launch_of_few_short_work_items_stays_on_the_calling_thread(monkeypatch):
+    import backends.cpu.runtime as runtime
+    backend = kk.CPU(threads=2)
+    submitted = []
+    monkeypatch.setattr(runtime._Device, "submit", lambda device, launch: submitted.append(
+        launch))
+    out = np.zeros(64)
+    long_sums(backend, 1)(out, 3, ndrange=64)
+    kk.synchronize(backend)
+    assert submitted == []
+    np.testing.assert_allclose(out, [np.sin(np.arange(3) * 0.001 + i).sum() for i in range(64)],
+                               rtol=1e-12)
