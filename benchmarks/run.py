@@ -12,8 +12,9 @@ its peers for a few rounds and pool the samples (a shared machine's load bursts 
 both sides alike). The table, the ratios and the targets use the median of the samples:
 on a shared machine the best of 30 runs of a memory-bound kernel swings by a third from
 one run of the suite to the next, the median by a few percent; --json also records the
-best. Process cases (cold compile, import) run a fresh interpreter per sample and report
-the time measured inside it, so interpreter start-up is not counted.
+best. Process cases (cold compile, import, the compile time of a 400- and a
+1500-statement kernel) run a fresh interpreter per sample and report the time measured
+inside it, so interpreter start-up is not counted.
 
 The peers are per backend kind (`peers.PEERS`): numpy and numba on the CPU, CuPy and
 PyTorch on the GPU. On the GPU, memory-bound cases are also measured against the
@@ -896,6 +897,46 @@ print(first, first - again)  # the first autodiff call; less a second one's laun
 """
 
 
+LONG_KERNEL_SCRIPT = """
+import time
+import numpy as np
+import kernelkit as kk
+
+@kk.kernel
+def long_kernel_{token}(y, x: kk.Const, c, d):
+    i = kk.index(kk.Global)
+    a = x[i]
+{statements}
+    y[i] = a
+
+backend = {backend}
+x = kk.ones(backend, np.float32, 1024)
+y = kk.zeros(backend, np.float32, 1024)
+start = time.perf_counter()
+long_kernel_{token}(backend, 256)(y, x, np.float32(0.5), np.float32(0.25), ndrange=1024)
+kk.synchronize(backend)
+print(time.perf_counter() - start)
+"""
+
+
+def long_kernel_compile(statements: int):
+    """Compiling (and running once) a straight-line kernel of `statements` statements
+    `a = kk.sin(a) * c + d` in a fresh interpreter with an empty cache: compile time
+    should grow linearly with a kernel's length."""
+    def bench(ctx: Context) -> Measurement:
+        backend = BACKEND_EXPRESSIONS[ctx.backend_name]
+        body = "\n".join("    a = kk.sin(a) * c + d" for _ in range(statements))
+
+        def kernelkit_side() -> tuple[Timing, None]:
+            samples = [fresh_python_script(LONG_KERNEL_SCRIPT.format(
+                           token=uuid.uuid4().hex[:12], backend=backend, statements=body))
+                       for _ in range(ctx.sizes.process_repeats)]
+            return Timing.from_samples(samples), None
+
+        return measure_case(f"{statements} statements", kernelkit_side, peers={})
+    return bench
+
+
 def bench_ad_cold_compile(ctx: Context) -> Measurement:
     """Compiling both derivative kernels of y = sin(x) * x (augmented forward and
     reverse) in a fresh interpreter with an empty cache, after the primal was compiled
@@ -953,6 +994,10 @@ CASES = (
                               "cuda": AbsoluteTarget(0.03, "ms")}, bench_warm_start),
     Case("import", "s", {"cpu": AbsoluteTarget(0.3, "s"), "cuda": AbsoluteTarget(0.3, "s")},
          bench_import),
+    Case("compile_400_statements", "s", {"cpu": AbsoluteTarget(1.5, "s")},
+         long_kernel_compile(400)),
+    Case("compile_1500_statements", "s", {"cpu": AbsoluteTarget(6.0, "s")},
+         long_kernel_compile(1500)),
     # Automatic differentiation: reverse mode (kk) next to the primal (kk/primal =
     # reverse / primal), the gradient next to JAX, Warp and Taichi, compile times.
     Case("sin_x", "ms", {}, bench_sin_x),
