@@ -11,13 +11,16 @@ and the position alone, the updates are transposed:
   an anchor offset (the offset most updates have); the work-item computes again, at
   each neighbour's position, the value that neighbour would add into its element, and
   adds them up in a fixed order;
-- the reverse kernel keeps only the updates of elements no work-item owns (the halo
-  along the ndrange's edges), atomic, in the work-groups at those edges; the others
-  run without atomics.
+- the elements no work-item owns (the halo along the ndrange's edges) get their updates
+  from the gather kernel too, atomically, in the work-groups at those edges only, behind
+  a barrier of their own (so the vector loop that gathers has no atomics);
+- the reverse kernel leaves those updates out.
 The gather kernel reads what the reverse kernel's updates read, before the reverse kernel
 changes any of it: a value whose computation reads memory the reverse kernel writes first
 keeps its atomic. On a work-group away from the ndrange's edges every neighbour exists,
-so its code has no bounds tests (a uniform branch, taken once per group on the CPU)."""
+so its code has no bounds tests (a uniform branch, taken once per group on the CPU). An
+array read at one offset only (`y[i] = x[i + 1]`) is gathered too: its updates become
+plain ones."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,8 +67,8 @@ def gathered_updates(function: Function, shadows: list[Value], workgroupsize
                 break
             sites.append(site)
         else:
-            if sites and any(site.offsets != sites[0].offsets for site in sites):
-                found[shadow] = sites      # all at the work-item's own element: no atomics
+            if sites:
+                found[shadow] = sites
     return found
 
 

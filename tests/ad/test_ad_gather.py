@@ -226,3 +226,23 @@ def test_a_group_number_times_another_size_is_not_a_position(backend):
         expected[g * 4 + local] += 2.0
         expected[g * 4 + local + 1] += 1.0
     np.testing.assert_array_equal(got_dx, expected)
+
+
+@kk.kernel
+def shifted_copy(y, x):
+    i = kk.index(kk.Global)
+    y[i] = x[i + 1] * x[i + 1]
+
+
+@pytest.mark.parametrize("n", [64, 77], ids=["whole groups", "partial group"])
+def test_an_array_read_at_one_offset_is_updated_without_atomics(backend, n):
+    rng = np.random.default_rng(9)
+    x, y, dy, dx = (rng.standard_normal(n + 1), np.zeros(n), rng.standard_normal(n),
+                    rng.standard_normal(n + 1))
+    ir = reverse_kernel_ir(backend, shifted_copy, (16,), (y, x), (Duplicated, Duplicated))
+    assert "atomic" not in ir
+    _, (_, got_dx) = reverse(backend, shifted_copy, 16, n, ((y, dy), (x, dx)),
+                             (Duplicated, Duplicated))
+    expected = dx.copy()
+    expected[1:] += 2.0 * x[1:] * dy
+    np.testing.assert_allclose(got_dx, expected, rtol=1e-13, atol=1e-14)
