@@ -170,3 +170,28 @@ def test_the_vector_loop_calls_the_vector_version():
                         workgroupsize=64)
     symbol = vector_symbol(LIBRARY, "sinf", 1, 32)[0]
     assert f"@{symbol}(<" in text
+
+
+def test_the_sse_versions_where_a_host_has_no_avx2():
+    # A host without AVX2 gets libmvec's SSE versions (4 float32 or 2 float64 lanes):
+    # the same code path, exercised here on this host's SSE units.
+    import dataclasses
+
+    from backends.cpu.vector_math import LIBMVEC_SSE
+    backend = kk.CPU(threads=1)
+    backend._target = dataclasses.replace(backend._target, vector_library=LIBMVEC_SSE)
+    rng = np.random.default_rng(9)
+    for dtype in (np.float32, np.float64):
+        head = rng.uniform(-100, 100, 5).astype(dtype)
+        x = np.concatenate([head, rng.uniform(-100, 100, 123).astype(dtype), head])
+        y = np.zeros_like(x)
+        kernel_of("sin")(backend, 64)(y, x, ndrange=len(x))
+        kk.synchronize(backend)
+        error = ulps(y, reference("sin", dtype, x), dtype)
+        assert error.max() <= MAX_ULPS
+        np.testing.assert_array_equal(y[:5], y[-5:])
+        text = kk.code_llvm(kernel_of("sin"), backend, y, x, ndrange=len(x),
+                            workgroupsize=64)
+        symbol = vector_symbol(LIBMVEC_SSE, "sinf" if dtype == np.float32 else "sin", 1,
+                               np.dtype(dtype).itemsize * 8)[0]
+        assert f"@{symbol}(<" in text
