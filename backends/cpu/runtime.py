@@ -25,11 +25,13 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from kernelkit.analysis.work_groups import NOTE as WORK_GROUPS_OBSERVED
 from kernelkit.backend import Backend
+from kernelkit.compiler.driver import compile_job
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
 from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, element_strides,
@@ -77,6 +79,9 @@ class PreparedKernel:
     description: ctypes.Array  # the kernel's name and file, for the fault handler
     seconds_per_group: float = 0.0   # measured on earlier launches; 0: not yet
     geometry: dict = field(default_factory=dict)  # ndrange -> (header, groups, items)
+    # (the same kernel with the CPU's own group shape, that shape) where the kernel does
+    # not observe its work-groups; False where it keeps its own; None: not asked yet
+    regrouped: object = None
     described: int = field(init=False, default=0)   # the description's address
 
     def __post_init__(self):
@@ -223,6 +228,10 @@ class CPU(Backend):
                               fault.description(function.__name__, function))
 
     def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
+        if prepared.regrouped is not False and len(workgroupsize) > 1:
+            regrouped = self.regrouped(prepared, workgroupsize)
+            if regrouped:
+                prepared, workgroupsize = regrouped
         geometry = prepared.geometry.get(ndrange)
         if geometry is None:
             geometry = _geometry(prepared, ndrange, workgroupsize)
@@ -253,6 +262,26 @@ class CPU(Backend):
         else:
             device.submit(_Launch(prepared, packed, total, args, error_record, self,
                                   self.threads))
+
+
+    def regrouped(self, prepared: PreparedKernel, workgroupsize):
+        """A multi-dimensional kernel that does not observe its work-groups
+        (`kernelkit.analysis.work_groups`) gives the same results with any group shape:
+        where its groups are narrow along the last axis (a GPU user's (16, 16)), it runs
+        as compiled for the CPU's default shape, whose long rows make long vector loops.
+        (the prepared kernel, the group shape) or False."""
+        if prepared.regrouped is None:
+            preferred = self.default_workgroupsize(len(workgroupsize))
+            observed = prepared.compiled.notes.get(WORK_GROUPS_OBSERVED, True)
+            if observed or workgroupsize[-1] >= preferred[-1]:
+                prepared.regrouped = False
+            else:
+                job = prepared.compiled.job
+                job = replace(job, config=replace(job.config, workgroupsize=preferred))
+                compiled = compile_job(job)
+                prepared.regrouped = (self.prepare(compiled, prepared.argtypes,
+                                                   len(preferred)), preferred)
+        return prepared.regrouped
 
 
 def _geometry(prepared: PreparedKernel, ndrange, workgroupsize) -> tuple:

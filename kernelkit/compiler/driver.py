@@ -10,6 +10,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..analysis.work_groups import NOTE as WORK_GROUPS_OBSERVED
+from ..analysis.work_groups import observes_work_groups
 from ..errors import CompileError
 from ..frontend.specialize import resolve_deferred, translate_kernel
 from ..ir.definitions import CALL_REF, DEFERRED, INTRINSIC, PRINT
@@ -85,7 +87,8 @@ def typed_module(job: CompilerJob) -> Module:
     dump = Dump.for_job(job)
     if dump is not None:
         dump.module("frontend", module)
-    compile_module(module, job.config.target, after_each=dump.module if dump else None)
+    compile_module(module, job.config.target, after_each=dump.module if dump else None,
+                   workgroupsize=job.config.workgroupsize)
     return module
 
 
@@ -100,13 +103,19 @@ def add_transform_markers(module: Module, transforms) -> None:
         entry.ops.insert(position, marker)
 
 
-def compile_module(module: Module, target, after_each=None) -> None:
+def compile_module(module: Module, target, after_each=None, workgroupsize=None) -> None:
     """The frontend's module -> the typed IR the target lowers. The plugins whose markers
     it calls run at three stages: after the frontend; after the generic passes, on the
     inlined IR that is the same for every target; and after the target's passes, before
     lowering. `after_each(stage, module)` is called after every pass and plugin hook.
-    (`python -m kernelkit opt` runs this too.)"""
+    With the job's `workgroupsize`, the notes say whether the kernel observes its
+    work-groups (`analysis/work_groups.py`). (`python -m kernelkit opt` runs this too.)"""
     target_neutral(module, after_each)
+    if workgroupsize is not None:
+        # Before the target's passes, which may test where a group lies. A plugin's
+        # transform may have built its code for this group shape: it counts as observing.
+        module.notes[WORK_GROUPS_OBSERVED] = bool(module.plugins) or \
+            observes_work_groups(module, workgroupsize)
     Pipeline(target.passes())(module, after_each=after_each)
     for plugin in module.plugins:
         plugin.before_lowering(module)

@@ -14,6 +14,7 @@ import types
 import numpy as np
 
 from .. import lang
+from ..analysis.work_groups import NOTE as WORK_GROUPS_OBSERVED
 from ..ir import types as T
 from ..ir.definitions import (ATOMICS, GROUP_ID, LOCAL_ID, LOCALMEM, MATH, NDRANGE, PRIVATE,
                               OpDefinition)
@@ -112,6 +113,8 @@ def number_of_groups(tr, axis, node):
 @handles(kk.groupsize)
 def groupsize_(tr, node):
     positional(tr, node, 0, 0, "kk.groupsize")
+    # Folded to constants, so the IR does not show that the kernel depends on it.
+    tr.context.module.notes[WORK_GROUPS_OBSERVED] = True
     return tr.make_tuple([tr.constant(s, T.int64) for s in group_sizes(tr)])
 
 

@@ -99,3 +99,80 @@ def test_the_default_threads_are_the_cores_the_process_may_run_on():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=environment, check=True)
     assert result.stdout.strip() == "1"
+
+
+# --- the group shape of kernels that do not observe their work-groups ------------------
+
+
+@kk.kernel
+def guarded_heat_step(out, u: kk.Const, alpha):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    n, m = u.shape
+    if 0 < i < n - 1 and 0 < j < m - 1:
+        out[i, j] = u[i, j] + alpha * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]
+                                       - 4.0 * u[i, j])
+
+
+@kk.kernel
+def group_width(out):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    out[i, j] = kk.groupsize()[1]
+
+
+@kk.kernel
+def local_column(out):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    out[i, j] = kk.index(kk.Local, kk.NTuple)[1]
+
+
+@kk.kernel
+def half_group_columns(out, x: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    gj = kk.index(kk.Group, kk.NTuple)[1]
+    lj = kk.index(kk.Local, kk.NTuple)[1]
+    out[i, j] = x[i, gj * 8 + lj]       # not j: 8 is half the group's width
+
+
+def prepared_of(kernel, backend):
+    (prepared,) = [p for key, p in kernel._specializations.items() if key[0] is backend]
+    return prepared
+
+
+def test_a_kernel_blind_to_its_groups_runs_in_the_cpus_group_shape_with_the_same_result():
+    backend = kk.CPU(threads=2)
+    u = np.random.default_rng(3).random((67, 45), dtype=np.float32)
+    results = []
+    for workgroupsize in [(16, 16), (4, 256), (1, 1)]:
+        out = np.zeros_like(u)
+        guarded_heat_step(backend, workgroupsize)(out, u, np.float32(0.2), ndrange=u.shape)
+        kk.synchronize(backend)
+        results.append(out)
+    for out in results[1:]:
+        np.testing.assert_array_equal(out, results[0])
+    regrouped = [p.regrouped for key, p in guarded_heat_step._specializations.items()
+                 if key[0] is backend and key[1] == (16, 16)]
+    assert regrouped and regrouped[0] and regrouped[0][1] == backend.default_workgroupsize(2)
+
+
+@pytest.mark.parametrize("kernel, expected", [
+    (group_width, lambda shape: np.full(shape, 16)),
+    (local_column, lambda shape: np.indices(shape)[1] % 16),
+], ids=["kk.groupsize()", "a local index"])
+def test_a_kernel_that_sees_its_groups_keeps_their_shape(kernel, expected):
+    backend = kk.CPU(threads=2)
+    out = np.zeros((8, 40), np.int64)
+    kernel(backend, (4, 16))(out, ndrange=out.shape)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(out, expected(out.shape))
+    assert prepared_of(kernel, backend).regrouped is False
+
+
+def test_a_group_index_times_another_size_keeps_the_groups_shape():
+    backend = kk.CPU(threads=2)
+    x = np.arange(8 * 64, dtype=np.float64).reshape(8, 64)
+    out = np.zeros((8, 48))
+    half_group_columns(backend, (4, 16))(out, x, ndrange=out.shape)
+    kk.synchronize(backend)
+    j = np.arange(48)
+    np.testing.assert_array_equal(out, x[:, (j // 16) * 8 + j % 16])
+    assert prepared_of(half_group_columns, backend).regrouped is False

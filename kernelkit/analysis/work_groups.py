@@ -1,0 +1,67 @@
+"""Whether a kernel can tell its work-groups apart: what a backend may change about the
+work-group shape without changing any result.
+
+A kernel observes its work-groups when it uses local memory or barriers, asks for its
+local or group index (other than inside its global index, `group_id * size + local_id`
+with the work-group's own size), or reads the work-group's size (`kk.groupsize()`, which
+the frontend notes in `Module.notes`, since it folds to constants). A kernel that does
+none of these computes the same results whatever the shape of its work-groups, so a CPU
+may iterate its work-items in the order that suits it best. (The driver also counts a
+kernel a plugin transformed as observing them: its transform may have built code for one
+group shape.)"""
+from __future__ import annotations
+
+from ..ir.definitions import BARRIER, BARRIER_ANY, GROUP_ID, LOCAL_ID, LOCALMEM
+from ..ir.function import Module
+from ..ir.ops import Op, constant_value, is_op
+
+NOTE = "kernelkit.work_groups_observed"
+"""The key of `Module.notes` (and of a compiled kernel's notes) that says so."""
+
+
+def observes_work_groups(module: Module, workgroupsize: tuple[int, ...]) -> bool:
+    """Whether the module's kernel observes its work-groups (see the module's text)."""
+    if module.notes.get(NOTE):
+        return True
+    users: dict = {}
+    ops = [op for function in module.functions.values() for op in function.ops()]
+    for op in ops:
+        if op.definition in (LOCALMEM, BARRIER, BARRIER_ANY):
+            return True
+        for operand in op.all_operands():
+            users.setdefault(operand, []).append(op)
+    return any(op.definition in (GROUP_ID, LOCAL_ID) and
+               not all(_in_global_index(op, user, workgroupsize)
+                       for user in users.get(op, []))
+               for op in ops)
+
+
+def _in_global_index(position: Op, user: Op, workgroupsize) -> bool:
+    """Whether `user` of a local or group id is part of `group_id * size + local_id`
+    along the id's axis, with the work-group's size along it."""
+    axis = position.attrs["axis"]
+    if is_op(position, LOCAL_ID):
+        return _global_index(user, axis, workgroupsize)
+    if user.opcode != "mul" or constant_value(_other(user, position)) != workgroupsize[axis]:
+        return False
+    return all(_global_index(add, axis, workgroupsize) for add in _users_of(user))
+
+
+def _global_index(add: Op, axis: int, workgroupsize) -> bool:
+    if add.opcode != "add":
+        return False
+    local = [v for v in add.operands if is_op(v, LOCAL_ID)]
+    product = [v for v in add.operands if isinstance(v, Op) and v.opcode == "mul"]
+    return len(local) == 1 and len(product) == 1 and local[0].attrs["axis"] == axis and \
+        any(is_op(v, GROUP_ID) and v.attrs["axis"] == axis for v in product[0].operands) \
+        and workgroupsize[axis] in [constant_value(v) for v in product[0].operands]
+
+
+def _other(op: Op, value) -> object:
+    first, second = op.operands
+    return second if first is value else first
+
+
+def _users_of(op: Op) -> list[Op]:
+    function_ops = (o for block in op.block.function.blocks for o in block.ops)
+    return [user for user in function_ops if any(v is op for v in user.all_operands())]
