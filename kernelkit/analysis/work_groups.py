@@ -31,12 +31,12 @@ def observes_work_groups(module: Module, workgroupsize: tuple[int, ...]) -> bool
         for operand in op.all_operands():
             users.setdefault(operand, []).append(op)
     return any(op.definition in (GROUP_ID, LOCAL_ID) and
-               not all(_in_global_index(op, user, workgroupsize)
+               not all(_in_global_index(op, user, workgroupsize, users)
                        for user in users.get(op, []))
                for op in ops)
 
 
-def _in_global_index(position: Op, user: Op, workgroupsize) -> bool:
+def _in_global_index(position: Op, user: Op, workgroupsize, users: dict) -> bool:
     """Whether `user` of a local or group id is part of `group_id * size + local_id`
     along the id's axis, with the work-group's size along it."""
     axis = position.attrs["axis"]
@@ -44,7 +44,7 @@ def _in_global_index(position: Op, user: Op, workgroupsize) -> bool:
         return _global_index(user, axis, workgroupsize)
     if user.opcode != "mul" or constant_value(_other(user, position)) != workgroupsize[axis]:
         return False
-    return all(_global_index(add, axis, workgroupsize) for add in _users_of(user))
+    return all(_global_index(add, axis, workgroupsize) for add in users.get(user, []))
 
 
 def _global_index(add: Op, axis: int, workgroupsize) -> bool:
@@ -60,8 +60,3 @@ def _global_index(add: Op, axis: int, workgroupsize) -> bool:
 def _other(op: Op, value) -> object:
     first, second = op.operands
     return second if first is value else first
-
-
-def _users_of(op: Op) -> list[Op]:
-    function_ops = (o for block in op.block.function.blocks for o in block.ops)
-    return [user for user in function_ops if any(v is op for v in user.all_operands())]
