@@ -28,6 +28,7 @@ from kernelkit.compiler.lowering import BodyLowering
 from kernelkit.compiler.printf import printf_arguments
 from kernelkit.ir.definitions import (ASSUME, BARRIER_ANY, BR, CBR, GROUP_ID, LOCAL_ID, PRIVATE,
                                       RET, Trait)
+from kernelkit.ir import types as T
 from kernelkit.ir.ops import Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 
@@ -269,7 +270,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
                     current[value] = builder.alloca(type)
                     next[value] = builder.alloca(type)
                 else:
-                    slot = builder.alloca(type, size=self.items)
+                    slot = builder.alloca(_slot_type(value.type), size=self.items)
                     slot.align = 64
                     slots[value] = slot
         return slots, current, next
@@ -424,9 +425,14 @@ class GroupFunctionBuilder(EntryPointBuilder):
         plan = self.plan
         if not self.runs_once(start, block, bindings, edge_args, path):
             args = edge_args if block is not start else ()
+            leading = self.leading_items(start, block)
             if self.first_item_only(block):
                 self.first_item(builder, lambda b: self.lower_item(b, block, values, args,
                                                                     bindings))
+            elif leading is not None:
+                self.leading_item_loops(builder, block, values, *leading,
+                                        lambda b: self.lower_item(b, block, values, args,
+                                                                  bindings))
             else:
                 self.work_item_loops(builder, lambda b: self.lower_item(b, block, values, args,
                                                                         bindings))
@@ -489,6 +495,69 @@ class GroupFunctionBuilder(EntryPointBuilder):
                 return False
             others = end.successors[0]
         return False
+
+    def leading_items(self, start, block):
+        """(axis, bound, others) where only the work-items whose local id along `axis`
+        is below a group-uniform `bound` do anything from `block` on: the block computes
+        pure values none of which is kept across a barrier, and branches on
+        `local_id < bound`; the others' way (`others`, a successor) goes through empty
+        blocks to a barrier or the end (a step of a tree reduction in local memory,
+        `if l < step: s[l] += s[l + step]`). None otherwise."""
+        terminator = block.ops[-1]
+        if terminator.definition is not CBR or ends_with_barrier(block) or \
+                (block.params and block is not start):
+            return None
+        if any(not op.is_pure or self.is_demoted(op) for op in block.ops[:-1]):
+            return None
+        condition = terminator.operands[0]
+        if not isinstance(condition, Op) or condition.opcode not in ("lt", "gt"):
+            return None
+        local, bound = condition.operands
+        if condition.opcode == "gt":
+            local, bound = bound, local
+        if not (isinstance(local, Op) and local.definition is LOCAL_ID) or \
+                bound in self.plan.varying or not bound.type.is_integer:
+            return None
+        others = terminator.successors[1]
+        for _ in range(PREFIX_BLOCKS):
+            if others.args or len(others.block.ops) > 2:
+                return None
+            end = others.block.ops[-1]
+            if end.definition is RET and len(others.block.ops) == 1:
+                return local.attrs["axis"], bound, None
+            if end.definition is not BR or len(others.block.ops) == 2 and \
+                    not ends_with_barrier(others.block):
+                return None
+            if ends_with_barrier(others.block):
+                (after,) = end.successors
+                return (local.attrs["axis"], bound, after) if not after.args else None
+            others = end.successors[0]
+        return None
+
+    def leading_item_loops(self, builder, block, values, axis, bound, others, body) -> None:
+        """The work-item loops over the leading work-items alone (see leading_items): the
+        others' way is taken for the group first, then those work-items run."""
+        if others is None:
+            self.select_region(builder, FINISHED)
+        else:
+            self.enter_region(builder, others, [])
+        lowering = self.group_level
+        lowering.values = dict(values)
+        for op in block.ops[:-1]:
+            if self.plan.runs_once(op):
+                lowering.lower_op(builder, op)
+        limit = lowering.use(builder, bound)
+        if limit.type != i64:
+            limit = builder.sext(limit, i64) if bound.type.is_signed else \
+                builder.zext(limit, i64)
+        limit = builder.select(builder.icmp_signed("<", limit, ir.Constant(i64, 0)),
+                               ir.Constant(i64, 0), limit)
+        extents = self.extents_now
+        self.extents_now = list(extents)
+        self.extents_now[axis] = builder.select(
+            builder.icmp_signed("<", limit, extents[axis]), limit, extents[axis])
+        self.work_item_loops(builder, body)
+        self.extents_now = extents
 
     def first_item(self, builder, body) -> None:
         """`body(builder)` for the work-item at local position (0, ..., 0) alone (every
@@ -585,19 +654,23 @@ class GroupFunctionBuilder(EntryPointBuilder):
         if value in self.next:
             address = self.next[value]
         else:
-            address = builder.gep(self.slots[value], [self.flat_item],
-                                  source_etype=llvm_type(value.type))
+            type = _slot_type(value.type)
+            address = builder.gep(self.slots[value], [self.flat_item], source_etype=type)
+            if type != llvm_value.type:
+                llvm_value = builder.zext(llvm_value, type)
         self.array_access(builder.store(llvm_value, address))
 
     def load_demoted(self, builder, value):
         type = llvm_type(value.type)
         if value in self.current:
             address = self.current[value]
+            load = builder.load(address, typ=type)
         else:
-            address = builder.gep(self.slots[value], [self.flat_item], source_etype=type)
-        load = builder.load(address, typ=type)
+            stored = _slot_type(value.type)
+            address = builder.gep(self.slots[value], [self.flat_item], source_etype=stored)
+            load = builder.load(address, typ=stored)
         self.array_access(load)
-        return load
+        return load if load.type == type else builder.trunc(load, type)
 
     def print(self, builder, format, values):
         text, args = printf_arguments(builder, format, values, self.string)
@@ -618,6 +691,12 @@ class _DistinctNode(ir.values.MDValue):
 
     def descr(self, buf):
         buf += ("distinct !{}", "\n")
+
+
+def _slot_type(type) -> ir.Type:
+    """A per-work-item slot holds a bool as a byte: LLVM loads and stores bytes as
+    vectors, where bits of i1 memory are read one at a time."""
+    return memory_type(type) if isinstance(type, T.ScalarType) else llvm_type(type)
 
 
 def _definition_order(function):

@@ -481,3 +481,57 @@ def test_a_region_run_by_the_first_row_of_each_group_runs_for_every_column(backe
     padded[:shape[0]] = x
     np.testing.assert_allclose(kk.to_numpy(sums), padded.reshape(groups, 4, shape[1]).sum(axis=1),
                                rtol=1e-12)
+
+
+# --- after a barrier, only the work-items below a group-uniform bound -----------------
+
+
+@kk.kernel
+def double_the_leading_items(out, x: kk.Const, m):
+    """After the barrier only the work-items whose local id is below m double their
+    element (the CPU runs that region for those work-items alone); after the next
+    barrier every work-item reads its element back. `w` is made after the first
+    barrier, next to the test, and read after the second: the others need it too."""
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    scratch = kk.localmem(np.float64, (GROUP,))
+    scratch[local] = x[i]
+    v = x[i]
+    kk.synchronize()
+    w = kk.sqrt(v)
+    if local < m:
+        scratch[local] = 2.0 * scratch[local]
+    kk.synchronize()
+    out[i] = scratch[local] + w
+
+
+@kk.kernel
+def leading_columns_write(out, m):
+    """`m > lj` in a 2-D group: the leading columns of every row write; the rest end."""
+    i, j = kk.index(kk.Global, kk.NTuple)
+    li, lj = kk.index(kk.Local, kk.NTuple)
+    scratch = kk.localmem(np.int64, (4, 8))
+    scratch[li, lj] = i * 100 + j
+    kk.synchronize()
+    if m > lj:
+        out[i, j] = scratch[li, lj] + 1
+
+
+@pytest.mark.parametrize("m", [-3, 0, 5, GROUP, GROUP + 40])
+def test_only_the_work_items_below_a_uniform_bound_run_after_a_barrier(backend, m):
+    n = 2 * GROUP + 22     # a partial last group
+    x = np.random.default_rng(7).random(n)
+    out = kk.zeros(backend, np.float64, n)
+    double_the_leading_items(backend, GROUP)(out, kk.to_backend(backend, x), m, ndrange=n)
+    local = np.arange(n) % GROUP
+    np.testing.assert_allclose(kk.to_numpy(out), np.where(local < m, 2 * x, x) + np.sqrt(x),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("m", [0, 3, 8, 11])
+def test_only_the_leading_columns_of_a_two_dimensional_group_run_after_a_barrier(backend, m):
+    shape = (6, 13)
+    out = kk.zeros(backend, np.int64, shape)
+    leading_columns_write(backend, (4, 8))(out, m, ndrange=shape)
+    i, j = np.indices(shape)
+    np.testing.assert_array_equal(kk.to_numpy(out), np.where(j % 8 < m, i * 100 + j + 1, 0))
