@@ -13,6 +13,7 @@ REDUCTION_GROUPS = 256    # work-groups of the first sum launch; each work-item 
 
 SAXPY_GROUP = 256
 STENCIL_GROUP = (1, 256)  # one row segment per group: contiguous loads along j
+USER_STENCIL_GROUP = (16, 16)  # the square group a GPU user picks
 MATMUL_GROUP = (TILE, TILE)
 LAUNCH_GROUP = 1
 SIN_GROUP = 256
@@ -40,6 +41,17 @@ def stencil5(out, u: kk.Const, alpha):
     c = j + 1
     laplacian = u[r - 1, c] + u[r + 1, c] + u[r, c - 1] + u[r, c + 1] - 4.0 * u[r, c]
     out[r, c] = u[r, c] + alpha * laplacian
+
+
+@kk.kernel
+def stencil5_guarded(out, u: kk.Const, alpha):
+    """The same step as a GPU user writes it: the ndrange is the whole array and the
+    boundary is skipped by a test."""
+    i, j = kk.index(kk.Global, kk.NTuple)
+    rows, cols = u.shape
+    if 0 < i and i < rows - 1 and 0 < j and j < cols - 1:
+        laplacian = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * u[i, j]
+        out[i, j] = u[i, j] + alpha * laplacian
 
 
 @kk.kernel
@@ -91,6 +103,50 @@ def group_sums(partial, x: kk.Const, n):
         active //= 2
     if local == 0:
         partial[group] = scratch[0]
+
+
+@kk.kernel
+def tree_sums(partial, x: kk.Const, n):
+    """The sum as a KernelAbstractions user writes it: one element per work-item, a tree
+    in local memory, and work-item 0 writes its group's sum; a second launch sums those."""
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    group = kk.index(kk.Group)
+    scratch = kk.localmem(np.float32, (REDUCTION_GROUP,))
+    value = 0.0
+    if i < n:
+        value = x[i]
+    scratch[local] = value
+    kk.synchronize()
+    active = REDUCTION_GROUP // 2
+    while active > 0:
+        if local < active:
+            scratch[local] += scratch[local + active]
+        kk.synchronize()
+        active //= 2
+    if local == 0:
+        partial[group] = scratch[0]
+
+
+@kk.kernel
+def atomic_sum(total, x: kk.Const, n):
+    """The same tree, then one atomic_add of the group's sum into `total[0]`."""
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    scratch = kk.localmem(np.float32, (REDUCTION_GROUP,))
+    value = 0.0
+    if i < n:
+        value = x[i]
+    scratch[local] = value
+    kk.synchronize()
+    active = REDUCTION_GROUP // 2
+    while active > 0:
+        if local < active:
+            scratch[local] += scratch[local + active]
+        kk.synchronize()
+        active //= 2
+    if local == 0:
+        kk.atomic_add(total, 0, scratch[0])
 
 
 @kk.kernel

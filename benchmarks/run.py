@@ -406,6 +406,29 @@ def bench_stencil(ctx: Context) -> Measurement:
                               bytes_moved=4 * (edge * edge + interior))
 
 
+def bench_stencil_user_group(ctx: Context) -> Measurement:
+    """The stencil as a GPU user launches it: (16, 16) work-groups over the whole array,
+    the boundary skipped by a test in the kernel."""
+    edge = ctx.sizes.stencil
+    u_host = np.random.default_rng(0).random((edge, edge), dtype=np.float32)
+    alpha = np.float32(0.2)
+    expected = u_host.copy()
+    NumpyPeer().stencil5(expected, u_host, alpha)
+
+    def arguments():
+        return (kk.to_backend(ctx.backend, u_host.copy()), kk.to_backend(ctx.backend, u_host),
+                alpha), (edge, edge)
+
+    def check(args) -> bool:
+        return agrees(kk.to_numpy(args[0]), expected, rtol=1e-5)
+
+    interior = (edge - 2) ** 2
+    return _memory_bound_case(ctx, f"{edge}x{edge}", "stencil5",
+                              kernels.stencil5_guarded(ctx.backend, kernels.USER_STENCIL_GROUP),
+                              arguments, check, (u_host.copy(), u_host, alpha),
+                              bytes_moved=4 * (edge * edge + interior))
+
+
 def with_bounds_checks(bench: Callable[[Context], Measurement]) -> Callable[[Context], Measurement]:
     """`bench` on a backend of the same kind with every array access checked
     (`debug=True`, as KERNELKIT_DEBUG=1 gives): next to the plain case, what leaving the
@@ -504,6 +527,57 @@ def bench_sum(ctx: Context) -> Measurement:
 
     return measure_case(f"{n:,}", kernelkit_side,
                         peers=lambda: measure_peers(ctx, "total", (x_host,)))
+
+
+def _bench_user_sum(ctx: Context, atomic: bool) -> Measurement:
+    """The sum with one element per work-item: group trees, then a second launch over the
+    groups' sums (or, with `atomic`, one atomic_add per group into the result)."""
+    n = ctx.sizes.reduction
+    x_host = np.random.default_rng(0).random(n, dtype=np.float32)
+    expected = np.sum(x_host, dtype=np.float64)
+    group = kernels.REDUCTION_GROUP
+    groups = -(-n // group)
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        x = kk.to_backend(ctx.backend, x_host)
+        result = kk.zeros(ctx.backend, np.float32, 1)
+        if atomic:
+            launch = kernels.atomic_sum(ctx.backend, group)
+
+            def run() -> float:
+                kk.copyto(result, np.zeros(1, np.float32))
+                launch(result, x, n, ndrange=groups * group)
+                kk.synchronize(ctx.backend)
+                return float(kk.to_numpy(result)[0])
+        else:
+            launch = kernels.tree_sums(ctx.backend, group)
+            partial = kk.allocate(ctx.backend, np.float32, groups)
+            second = -(-groups // group)
+            partial2 = kk.allocate(ctx.backend, np.float32, second)
+
+            def run() -> float:
+                launch(partial, x, n, ndrange=groups * group)
+                launch(partial2, partial, groups, ndrange=second * group)
+                if second > 1:
+                    launch(result, partial2, second, ndrange=group)
+                else:
+                    kk.copyto(result, partial2)
+                kk.synchronize(ctx.backend)
+                return float(kk.to_numpy(result)[0])
+
+        correct = abs(run() - expected) <= 1e-4 * expected
+        return measure(run, ctx.sizes.repeats), correct
+
+    return measure_case(f"{n:,}", kernelkit_side,
+                        peers=lambda: measure_peers(ctx, "total", (x_host,)))
+
+
+def bench_sum_tree(ctx: Context) -> Measurement:
+    return _bench_user_sum(ctx, atomic=False)
+
+
+def bench_sum_atomic(ctx: Context) -> Measurement:
+    return _bench_user_sum(ctx, atomic=True)
 
 
 def bench_launch_overhead(ctx: Context) -> Measurement:
@@ -985,7 +1059,10 @@ CASES = (
     Case("stencil_debug", "ms", {}, with_bounds_checks(bench_stencil)),
     Case("matmul_naive", "ms", {"cpu": RatioTarget(1.5)}, bench_matmul_naive),
     Case("matmul_tiled", "ms", {"cpu": RatioTarget(1.5)}, bench_matmul_tiled),
-    Case("sum", "ms", {}, bench_sum),
+    Case("stencil_16x16", "ms", {"cpu": RatioTarget(1.1)}, bench_stencil_user_group),
+    Case("sum", "ms", {"cpu": RatioTarget(1.0)}, bench_sum),
+    Case("sum_tree", "ms", {"cpu": RatioTarget(1.0)}, bench_sum_tree),
+    Case("sum_atomic", "ms", {"cpu": RatioTarget(1.0)}, bench_sum_atomic),
     Case("launch_overhead", "us", {"cpu": AbsoluteTarget(20e-6, "us"),
                                    "cuda": AbsoluteTarget(5e-6, "us")}, bench_launch_overhead),
     Case("cold_compile", "s", {"cpu": AbsoluteTarget(0.3, "s"),
