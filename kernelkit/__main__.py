@@ -1,5 +1,10 @@
 """kernelkit's command line.
 
+    python -m kernelkit --version      kernelkit's version
+    python -m kernelkit info           versions (kernelkit, Python, llvmlite, numpy), each
+                                       installed backend: whether it runs here (why not,
+                                       if not) and on what; the disk cache; the
+                                       KERNELKIT_ settings in the environment
     python -m kernelkit cache info     where the kernel cache is, how many entries, size
     python -m kernelkit cache clear    remove every entry
     python -m kernelkit opt FILE [-p pass1,pass2{option=value}] [--load my_passes.py]
@@ -15,9 +20,13 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import __version__
     parser = argparse.ArgumentParser(prog="python -m kernelkit",
                                      description="kernelkit's command line tools")
+    parser.add_argument("--version", action="version", version=f"kernelkit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("info", help="versions, the backends and whether they run here, "
+                                     "the disk cache (for a bug report)")
     cache = commands.add_parser("cache", help="show or clear the disk cache of compiled kernels")
     cache.add_argument("action", choices=("info", "clear"))
     opt = commands.add_parser("opt", help="run passes on a dumped module and print it")
@@ -31,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                           "passes of its own); may be given several times")
     opt.add_argument("--target", default="cpu", help="cpu, or a GPU architecture (sm_90)")
     args = parser.parse_args(argv)
+    if args.command == "info":
+        return info_command()
     if args.command == "cache":
         return cache_command(args.action)
     return opt_command(args.file, args.passes, args.target, args.load)
@@ -107,12 +118,68 @@ def cache_command(action: str) -> int:
         removed = disk_cache.clear()
         print(f"removed {removed} entr{'y' if removed == 1 else 'ies'} from {cache_directory()}")
         return 0
+    print("\n".join(cache_lines()))
+    return 0
+
+
+def cache_lines() -> list[str]:
+    """Where the disk cache is, how many entries it has and their size."""
+    from .compiler.cache import cache_directory, disk_cache
     entries = disk_cache.entries()
     size = sum(path.stat().st_size for path in entries)
-    print(f"directory: {cache_directory()}")
-    print(f"entries:   {len(entries)}")
-    print(f"size:      {size / 1e6:.2f} MB")
+    return [f"directory: {cache_directory()}",
+            f"entries:   {len(entries)}",
+            f"size:      {size / 1e6:.2f} MB"]
+
+
+def info_command() -> int:
+    """What a bug report should say about this installation and machine."""
+    import os
+    import platform
+
+    import llvmlite
+    import numpy
+    from llvmlite import binding as llvm
+
+    from . import __version__
+    from .backend import backend_names
+    print(f"kernelkit: {__version__}")
+    print(f"python:    {platform.python_version()} ({platform.python_implementation()}, "
+          f"{sys.executable})")
+    print(f"llvmlite:  {llvmlite.__version__} "
+          f"(LLVM {'.'.join(map(str, llvm.llvm_version_info))})")
+    print(f"numpy:     {numpy.__version__}")
+    print(f"machine:   {platform.system()} {platform.machine()}, "
+          f"CPU {llvm.get_host_cpu_name()}")
+    settings = sorted(f"{name}={value}" for name, value in os.environ.items()
+                      if name.startswith("KERNELKIT_"))
+    sections = {"backends": [line for name in backend_names() for line in backend_lines(name)],
+                "disk cache": cache_lines(),
+                "environment": settings or ["no KERNELKIT_ settings"]}
+    for title, lines in sections.items():
+        print(f"{title}:")
+        for line in lines:
+            print(f"  {line}")
     return 0
+
+
+def backend_lines(name: str) -> list[str]:
+    """Whether the backend `name` runs here, and if so its default instance (whose repr
+    names its device) and the threads it launches on, where it has threads; if not,
+    why not."""
+    from .backend import backend_unavailable_reason, make_backend
+    try:
+        reason = backend_unavailable_reason(name)
+        if reason is not None:
+            return [f"{name}: cannot run here: {reason}"]
+        backend = make_backend(name)
+    except Exception as error:  # a broken backend is reported, and so are the others
+        return [f"{name}: cannot start: {type(error).__name__}: {error}"]
+    lines = [f"{name}: runs here", f"  device:  {backend!r}"]
+    threads = getattr(backend, "threads", None)
+    if threads is not None:
+        lines.append(f"  threads: {threads}")
+    return lines
 
 
 if __name__ == "__main__":

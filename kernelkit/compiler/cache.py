@@ -14,7 +14,8 @@ is one file: a magic line, the SHA-256 of the rest, a JSON header and the artifa
 is written to a temporary file and renamed into place, so a reader sees a whole entry or
 none, and two processes writing the same entry both succeed. An entry that does not
 check out is reported once as a warning, rebuilt and replaced. A directory that cannot
-be written makes the cache memory-only, with one warning."""
+be written makes the cache memory-only, with one warning. Hits and misses are logged to
+`kernelkit.cache` at DEBUG, a damaged entry at INFO (`kernelkit/logs.py`)."""
 from __future__ import annotations
 
 import functools
@@ -29,8 +30,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..logs import get_logger
+
 MAGIC = b"kernelkit-cache-1\n"
 SUFFIX = ".kkc"
+
+log = get_logger("cache")
 
 
 class CacheWarning(UserWarning):
@@ -153,9 +158,13 @@ class DiskCache:
         try:
             data = path.read_bytes()
         except OSError:
+            log.debug("disk cache miss: %s", path)
             return None
         entry = decode(data)
-        if entry is None:
+        if entry is not None:
+            log.debug("disk cache hit: %s", path)
+        else:
+            log.info("disk cache entry damaged, rebuilding it: %s", path)
             warnings.warn(f"kernelkit: the cache entry {path} is damaged; it is rebuilt",
                           CacheWarning, stacklevel=4)
         return entry
@@ -172,6 +181,7 @@ class DiskCache:
             except BaseException:
                 os.unlink(temporary)
                 raise
+            log.debug("disk cache stored: %s", self.path(key))
         except OSError as error:
             with self._lock:
                 if directory in self._warned_directories:

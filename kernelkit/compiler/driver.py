@@ -2,11 +2,15 @@
 
 It never asks which target it has; the target's hooks do everything target-specific.
 Compiled kernels are cached in memory by job, and on disk by a digest of their typed IR
-and job (`cache.py`)."""
+and job (`cache.py`). Each build is logged to `kernelkit.compile` (`kernelkit/logs.py`)
+with its time and, at DEBUG, the time of each stage."""
 from __future__ import annotations
 
 import linecache
+import logging
 import threading
+import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +24,7 @@ from ..ir.ops import Location, Op
 from ..ir.printer import print_module
 from ..ir.types import IRType, parse_type
 from ..ir.verifier import verify_module
+from ..logs import get_logger
 from ..passes import Pipeline
 from .cache import CacheEntry, cache_key, disk_cache
 from .dump import Dump
@@ -27,6 +32,11 @@ from .job import CompilerJob
 from .plugins import plugins_for
 
 GENERIC_PASSES = ("inline", "simplify", "dce", "cse", "simplify", "dce", "check-barriers")
+
+SLOW_COMPILE_SECONDS = 5.0
+"""A build that takes longer is logged as a WARNING, with the stage that took longest."""
+
+log = get_logger("compile")
 
 
 @dataclass
@@ -84,6 +94,7 @@ def typed_module(job: CompilerJob) -> Module:
     module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize)
     resolve_deferred(module, job.config.workgroupsize)
     add_transform_markers(module, job.config.transforms)
+    lap("frontend")
     dump = Dump.for_job(job)
     if dump is not None:
         dump.module("frontend", module)
@@ -166,18 +177,94 @@ def unresolved_reference_error(kernel: str, op) -> CompileError:
 
 def build(job: CompilerJob) -> CompiledKernel:
     target = job.config.target
-    module = typed_module(job)
-    ir_text = print_module(module)
-    key = cache_key(ir_text, job, module.plugins)
-    entry = disk_cache.load(key)
-    llvm_module = None
-    if entry is None:
-        entry, llvm_module = generate(job, module, ir_text)
-        disk_cache.store(key, entry)
-    return CompiledKernel(job, entry.ir, entry.llvm_ir, entry.artifact,
-                          target.load(entry.artifact, job), entry.uses_print,
-                          info_from_json(entry.info), _llvm_module=llvm_module,
-                          notes=module.notes)
+    clock = BuildClock(job)
+    timing = _build_clock.set(clock)
+    try:
+        module = typed_module(job)
+        clock.lap("IR passes")
+        ir_text = print_module(module)
+        key = cache_key(ir_text, job, module.plugins)
+        entry = disk_cache.load(key)
+        clock.lap("disk cache lookup")
+        llvm_module = None
+        if entry is None:
+            entry, llvm_module = generate(job, module, ir_text)
+            disk_cache.store(key, entry)
+            clock.lap("disk cache store")
+        compiled = CompiledKernel(job, entry.ir, entry.llvm_ir, entry.artifact,
+                                  target.load(entry.artifact, job), entry.uses_print,
+                                  info_from_json(entry.info), _llvm_module=llvm_module,
+                                  notes=module.notes)
+        clock.lap("load")
+    finally:
+        _build_clock.reset(timing)
+    clock.finish(built=llvm_module is not None, key=key)
+    return compiled
+
+
+class BuildClock:
+    """The time each stage of one build takes, for the log: at DEBUG a line per stage as
+    it ends, at INFO a line with the whole build's time, and a WARNING for a build longer
+    than SLOW_COMPILE_SECONDS. (A few clock readings per build, logged or not: nothing
+    next to the build itself.)"""
+
+    def __init__(self, job: CompilerJob):
+        source, config = job.source, job.config
+        transforms = ", ".join(transform_label(name, attributes)
+                               for name, attributes in config.transforms)
+        self.kernel = (f"kernel '{source.function.__name__}'"
+                       f"{f' ({transforms})' if transforms else ''} for {config.target.name}")
+        self.stages: dict[str, float] = {}
+        self.start = self.last = time.perf_counter()
+        log.debug("%s: building", self.kernel)
+
+    def lap(self, stage: str) -> None:
+        """`stage` ended now."""
+        now = time.perf_counter()
+        self.stages[stage] = now - self.last
+        self.last = now
+        log.debug("%s: %s took %.3f s", self.kernel, stage, self.stages[stage])
+
+    def finish(self, built: bool, key: str) -> None:
+        total = time.perf_counter() - self.start
+        how = "compiled" if built else "loaded from the disk cache"
+        log.info("%s: %s in %.3f s", self.kernel, how, total)
+        if total > SLOW_COMPILE_SECONDS and log.isEnabledFor(logging.WARNING):
+            log.warning(self.slow_build_message(total, built, key))
+
+    def slow_build_message(self, total: float, built: bool, key: str) -> str:
+        slowest = max(self.stages, key=self.stages.get)
+        message = (f"{self.kernel} took {total:.1f} s to "
+                   f"{'compile' if built else 'load from the disk cache'} "
+                   f"({slowest}: {self.stages[slowest]:.1f} s)")
+        if not built:
+            return message
+        if disk_cache.path(key).is_file():
+            return message + "; it is in the disk cache now, so later runs load it instead"
+        return (message + "; the disk cache could not keep it, so every run compiles it "
+                "again: set KERNELKIT_CACHE_DIR to a writable directory")
+
+
+def transform_label(name: str, attributes) -> str:
+    """A transform's name and its one-word attributes, which tell the kernels it makes of
+    one function apart ("enzyme.derivative mode=reverse")."""
+    words = [f"{key}={value}" for key, value in attributes
+             if isinstance(value, str) and value.isidentifier()]
+    return " ".join([name, *words])
+
+
+_build_clock: ContextVar[BuildClock | None] = ContextVar("kernelkit_build_clock",
+                                                          default=None)
+"""The clock of the build under way: `typed_module` and `generate`, which tests and tools
+also call on their own, lap it without taking it as an argument."""
+
+
+def lap(stage: str) -> None:
+    """`stage` of the build under way ended now (nothing outside a build: `python -m
+    kernelkit opt` runs stages too)."""
+    clock = _build_clock.get()
+    if clock is not None:
+        clock.lap(stage)
 
 
 def generate(job: CompilerJob, module: Module, ir_text: str):
@@ -198,13 +285,16 @@ def generate(job: CompilerJob, module: Module, ir_text: str):
         dump.text("llvm.ll", str(llvm_module))
     parsed = llvm.parse_assembly(str(llvm_module))
     parsed.verify()
+    lap("LLVM lowering")
     for plugin in module.plugins:
         plugin.in_llvm_pipeline(parsed, target)
     target.link_libraries(parsed, job)
     target.optimize(parsed, job)
+    lap("LLVM optimization")
     if dump is not None:
         dump.text("llvm-optimized.ll", str(parsed))
     artifact = target.emit(parsed, job)
+    lap("code generation")
     uses_print = any(op.definition is PRINT for op in kernel.ops())
     entry = CacheEntry(ir_text, str(parsed), artifact, uses_print, info_to_json(info))
     return entry, parsed
