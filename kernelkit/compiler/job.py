@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import marshal
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,10 +59,12 @@ def source_hash(pyfunc) -> str:
     digest = _source_hashes.get(pyfunc)
     if digest is None:
         try:
-            text = inspect.getsource(pyfunc)
+            text = inspect.getsource(pyfunc).encode()
         except (OSError, TypeError):
-            text = repr(pyfunc.__code__.co_code)
-        digest = _source_hashes[pyfunc] = hashlib.sha256(text.encode()).hexdigest()[:16]
+            # No source to read (a function exec'd from a string the frontend was given
+            # the text of): its code object, constants and names included.
+            text = marshal.dumps(pyfunc.__code__)
+        digest = _source_hashes[pyfunc] = hashlib.sha256(text).hexdigest()[:16]
     return digest
 
 
@@ -110,7 +113,7 @@ def _constant_key(value, seen: frozenset):
         if value in seen:
             return ("function", value.__module__, value.__qualname__)
         return ("function", value.__module__, value.__qualname__, source_hash(value),
-                captured_constants(value, seen))
+                captured_constants(value, seen), _defaults_key(value, seen))
     if isinstance(value, np.ufunc):
         return ("ufunc", value.__name__)
     if inspect.isbuiltin(value) or inspect.isclass(value):
@@ -118,6 +121,16 @@ def _constant_key(value, seen: frozenset):
         # type used as a cast (np.float32, int): by name, as the frontend finds it.
         return ("builtin", getattr(value, "__module__", None), value.__qualname__)
     return None
+
+
+def _defaults_key(function, seen: frozenset) -> tuple:
+    """A device function's default argument values, which calls that leave them out
+    compile in (`def f(x, s=scale)` made by a factory differs from call to call)."""
+    def key(value):
+        return ("None",) if value is None else _constant_key(value, seen) or repr(value)
+    keywords = sorted((function.__kwdefaults__ or {}).items())
+    return (tuple(key(value) for value in function.__defaults__ or ()),
+            tuple((name, key(value)) for name, value in keywords))
 
 
 def function_source(pyfunc, argtypes: tuple[IRType, ...], source_digest: str | None = None

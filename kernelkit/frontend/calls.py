@@ -1,5 +1,6 @@
 """Calls: to the language's functions (the `intrinsics` table), to device functions
-(each translated once per argument types), to plugins' markers, through function
+(arguments bound to parameters as Python binds them, with keywords and constant defaults;
+each function translated once per argument types), to plugins' markers, through function
 references made by `kk.deferred`, and to objects that give their calls a meaning of
 their own (`__kernelkit_call__(site)`, with a `CallSite`: how enzyme_ext's `autodiff` and
 custom derivative rules are called inside kernels).
@@ -9,7 +10,10 @@ custom derivative rules are called inside kernels).
 from __future__ import annotations
 
 import ast
+import inspect
 import types as pytypes
+
+import numpy as np
 
 from ..ir import types as T
 from ..ir.function import Module
@@ -92,9 +96,7 @@ class Calls:
         return self.builder.op("call_ref", [reference, *args], reference.type.result)
 
     def call_device_function(self, target, node: ast.Call) -> Value:
-        if node.keywords:
-            raise self.error("keyword arguments are not supported in device function calls", node)
-        args = [self.expr(a) for a in node.args]
+        args = self.bind_arguments(target, node)
         key = (target, tuple(a if isinstance(a, PyConst) else a.type for a in args))
         if target in self.context.stack:
             chain = " -> ".join(f.__name__ for f in self.context.stack + [target])
@@ -114,6 +116,72 @@ class Calls:
             self.context.specializations[key] = callee
         operands = [a for a in args if not isinstance(a, PyConst)]
         return self.builder.op("call", operands, callee.return_type, {"callee": callee.name})
+
+    def bind_arguments(self, target, node: ast.Call) -> list:
+        """The values of `target`'s parameters at the call `node`, in the order of its
+        parameters, bound as Python binds them: the positional arguments in order, the
+        keywords by name, and the defaults of the parameters left."""
+        called = f"{target.__name__}()"
+        signature = inspect.signature(target)
+        parameters = list(signature.parameters.values())
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+            raise self.error(f"{called} takes *args or **kwargs, which device functions cannot",
+                             node, hint=f"name each parameter of {target.__name__}")
+        positional = [p for p in parameters if p.kind is not p.KEYWORD_ONLY]
+        for argument in node.args:
+            if isinstance(argument, ast.Starred):
+                raise self.error("*-unpacking is not supported in calls in kernels", argument,
+                                 hint="pass the arguments one by one")
+        listing = ", ".join(p.name for p in parameters)
+        if len(node.args) > len(positional):
+            raise self.error(f"{called} takes {_count(len(positional), 'positional argument')} "
+                             f"but {len(node.args)} were given", node,
+                             hint=f"its parameters are {listing}")
+        given = {p.name: argument for p, argument in zip(positional, node.args)}
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                raise self.error("**-unpacking is not supported in calls in kernels", node,
+                                 hint="pass the arguments by name one by one")
+            parameter = signature.parameters.get(keyword.arg)
+            if parameter is None:
+                raise self.error(f"{called} got an unexpected keyword argument '{keyword.arg}'",
+                                 node, hint=f"its parameters are {listing}")
+            if parameter.kind is parameter.POSITIONAL_ONLY:
+                raise self.error(f"{called} got the positional-only argument '{keyword.arg}' "
+                                 "as a keyword", node, hint="pass it by position")
+            if keyword.arg in given:
+                raise self.error(f"{called} got multiple values for argument '{keyword.arg}'",
+                                 node, hint=f"pass '{keyword.arg}' once, by position or by name")
+            given[keyword.arg] = keyword.value
+        missing = [p.name for p in parameters if p.name not in given and p.default is p.empty]
+        if missing:
+            listed = " and ".join(f"'{m}'" for m in missing)
+            raise self.error(f"{called} missing {_count(len(missing), 'required argument')}: "
+                             f"{listed}", node, hint=f"pass {listed} in the call")
+        values = {name: self.expr(argument) for name, argument in given.items()}
+        return [values[p.name] if p.name in values else self.default_value(target, p, node)
+                for p in parameters]
+
+    def default_value(self, target, parameter: inspect.Parameter, node: ast.Call):
+        """A parameter's default as the call passes it: a number, a bool or a tuple of them
+        becomes a constant; None stays the Python object."""
+        value = parameter.default
+        if value is None:
+            return PyConst(None)
+        if isinstance(value, (bool, int, float, np.number, np.bool_, tuple)):
+            folded = self.python_value(value, node)
+            if not isinstance(folded, PyConst):
+                return folded
+        shown = repr(value) if len(repr(value)) <= 40 else type(value).__name__
+        raise self.error(f"the default value of '{parameter.name}' in {target.__name__}() is "
+                         f"{shown}: a default must be a number, a bool, None or a tuple of "
+                         "numbers", node,
+                         hint=f"pass '{parameter.name}' in the call, or give it a number as "
+                              "its default")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 class CallSite:

@@ -20,7 +20,7 @@ from ..ir.builder import TypingError
 from ..ir.definitions import OpDefinition
 from ..ir.ops import Value, constant_value
 from .source import describe
-from .values import UNDEFINED, PyConst, is_const
+from .values import PyConst, Undefined, is_const
 
 
 class Expressions:
@@ -45,10 +45,9 @@ class Expressions:
     def load_name(self, name: str, node):
         if name in self.env:
             value = self.env[name]
-            if value is UNDEFINED:
-                raise self.error(f"'{name}' may be undefined here: it is not assigned on every "
-                                 "path, or holds values of incompatible types on different paths",
-                                 node, hint=f"assign '{name}' before the if/loop")
+            if isinstance(value, Undefined):
+                raise self.error(f"'{name}' may be undefined here: {value.reason}", node,
+                                 hint=f"assign '{name}' before {value.before}")
             return value
         if name in self.closure:
             return self.python_value(self.closure[name], node)
@@ -187,14 +186,27 @@ class Expressions:
     def compare_chain(self, left, rest: list, node) -> Value:
         """a < b < c: b is evaluated once, and c only if a < b holds."""
         op, right_node = rest[0]
-        name = _COMPARES.get(type(op))
-        if name is None:
-            raise self.error(f"comparison '{describe(op)}' is not supported", node)
         right = self.expr(right_node)
-        result = self.compare(name, left, right, node)
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            result = self.identity(left, right, isinstance(op, ast.IsNot), node)
+        else:
+            name = _COMPARES.get(type(op))
+            if name is None:
+                raise self.error(f"comparison '{describe(op)}' is not supported", node)
+            result = self.compare(name, left, right, node)
         if len(rest) == 1:
             return result
         return self.short_circuit_thunk(result, lambda: self.compare_chain(right, rest[1:], node))
+
+    def identity(self, left, right, negated: bool, node) -> Value:
+        """`a is b`, known when the kernel is compiled: whether two compile-time objects are
+        the same (`scale is None` for a default argument); a run-time value is never one."""
+        if not (isinstance(left, PyConst) or isinstance(right, PyConst)):
+            raise self.error("'is' compares compile-time objects such as None, not run-time "
+                             "values", node, hint="use == and != to compare numbers")
+        same = isinstance(left, PyConst) and isinstance(right, PyConst) and \
+            left.value is right.value
+        return self.constant(same != negated, T.bool_)
 
     def short_circuit_thunk(self, condition: Value, evaluate: Callable[[], Value]) -> Value:
         if is_const(condition):
@@ -329,6 +341,9 @@ class Expressions:
         self.builder.op("store", [array, *indices, self.cast(value, array.type.dtype)])
 
     def constant_index(self, index, length: int, node) -> int:
+        if isinstance(index, Value) and isinstance(index.type, T.ScalarType) and \
+                index.type.is_integer and not is_const(index):
+            self.unroll_for_tuple_index(index, node)
         if not is_const(index) or not isinstance(constant_value(index), int) or \
                 isinstance(constant_value(index), bool):
             raise self.error("a tuple can only be indexed with a constant integer", node)

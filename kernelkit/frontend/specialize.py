@@ -4,10 +4,11 @@ arguments, so every expression is typed as it is translated.
 A variable that takes values of several types is given their unified type (NumPy
 promotion); when a loop or a later return reveals this only after code was translated, the
 translator raises `Retype` with the wider type recorded in `TypeHints`, and the function is
-translated again from the start with that hint. This module owns that loop, the state
-shared by the translation of a kernel and every function it calls, and the driver's entry
-points (`translate_kernel`, then `resolve_deferred`). How one function is translated is
-`translate.FunctionTranslator`'s."""
+translated again from the start with that hint; the same way, a loop over a constant range
+whose variable turns out to index a tuple is recorded to be unrolled. This module owns that
+loop, the state shared by the translation of a kernel and every function it calls, and the
+driver's entry points (`translate_kernel`, then `resolve_deferred`). How one function is
+translated is `translate.FunctionTranslator`'s."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,13 +19,15 @@ from ..ir.function import Function, Module
 
 
 class Retype(Exception):
-    """Raised when a variable turned out to need a wider type than it was given."""
+    """Raised when a variable turned out to need a wider type than it was given, or a loop
+    to be unrolled."""
 
 
 @dataclass
 class TypeHints:
     variables: dict[str, T.IRType] = field(default_factory=dict)
     return_type: T.IRType | None = None
+    unrolled_loops: set[tuple[int, int]] = field(default_factory=set)   # (line, column)
 
 
 @dataclass
@@ -71,7 +74,7 @@ def translate_function(context: TranslationContext, pyfunc, args: list, *, is_ke
                        name: str) -> Function:
     hints = TypeHints()
     tries = 0
-    while tries <= RETYPES_PER_VARIABLE * (len(hints.variables) + 1):
+    while tries <= RETYPES_PER_VARIABLE * (len(hints.variables) + 1) + len(hints.unrolled_loops):
         tries += 1
         translator = translate.FunctionTranslator(context, pyfunc, args, is_kernel, name, hints)
         try:

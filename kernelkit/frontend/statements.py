@@ -2,6 +2,14 @@
 in `env` as the code is translated, and where control flow joins, the values that differ
 become block parameters (`merge`); a loop's header takes the variables its body assigns.
 
+A for loop runs over `range(...)`, `reversed(range(...))` or a tuple. A loop over a tuple
+is unrolled (its variable may take values of different types), and so is a loop over a
+range with constant bounds whose variable indexes a tuple: the index must be a constant,
+so the first translation asks for the loop to be unrolled (`unroll_for_tuple_index`) and
+the function is translated again. After a loop its variable, and any name it assigns,
+keeps its last value, as in Python; a name the loop alone assigns is defined after it
+only where the loop surely ran.
+
 `Statements` is mixed into `translate.FunctionTranslator`, whose state (`env`, `builder`,
 `hints`, `loops`) it reads and writes; expressions are `expressions.Expressions`'."""
 from __future__ import annotations
@@ -14,16 +22,30 @@ from dataclasses import dataclass, field
 from ..ir import types as T
 from ..ir.builder import integer_range
 from ..ir.function import Block
-from ..ir.ops import Location, Value, constant_value
+from ..ir.ops import BlockParam, Location, Op, Value, constant_value
 from .source import describe
 from .specialize import Retype
-from .values import UNDEFINED, PyConst, is_const
+from .values import UNDEFINED, PyConst, Undefined, is_const
+
+# A loop over a constant range is unrolled for a tuple index only up to this many
+# iterations: tuples are short, and each iteration is a copy of the body.
+MAX_UNROLLED_ITERATIONS = 256
 
 
 @dataclass
 class Loop:
     continues: list = field(default_factory=list)   # (block, env) that jump back to the header
     breaks: list = field(default_factory=list)      # (block, env) that leave the loop
+    node: ast.stmt | None = None        # the loop statement; None for one unrolled iteration
+    header: Block | None = None         # the block whose parameters the iterations change
+    trip_count: int | None = None       # the iterations of a range with constant bounds
+    copies: int = 1                     # an unrolled iteration: how many its loop has
+
+
+def _loop_variable_undefined() -> Undefined:
+    return Undefined(reason="it is assigned only inside the loop, which may run zero times "
+                            "or not have reached the assignment yet",
+                     before="the loop")
 
 
 class Statements:
@@ -138,28 +160,37 @@ class Statements:
         def test():
             return self.truth(self.expr(node.test), node.test)
 
-        self.loop(node, node.body, test, before_body=None, latch=None, extra=())
+        self.loop(node, node.body, test, before_body=None, latch=None, extra=(),
+                  record=Loop(node=node))
 
     def stmt_For(self, node: ast.For) -> None:
         if node.orelse:
             raise self.error("'for ... else' is not supported", node)
-        iterable = node.iter
-        if isinstance(iterable, ast.Call):
-            function = self.expr(iterable.func)
-            if isinstance(function, PyConst) and function.value is range:
-                return self.for_range(node, iterable)
+        iterable, reverse = node.iter, False
+        if self.called_object(iterable) is reversed:
+            if iterable.keywords or len(iterable.args) != 1:
+                raise self.error("reversed() takes one argument", iterable)
+            iterable, reverse = iterable.args[0], True
+        if self.called_object(iterable) is range:
+            return self.for_range(node, iterable, reverse)
         value = self.expr(iterable)
         if isinstance(value, Value) and isinstance(value.type, T.TupleType):
-            for index in range(len(value.type.elements)):
-                if self.builder.block is None:
-                    return
-                self.assign(node.target, self.extract(value, index))
-                self.statements(node.body)
-            return
-        raise self.error("a for loop must iterate over range(...) or a tuple", node.iter,
-                         hint="write 'for i in range(n):'")
+            elements = [self.extract(value, i) for i in range(len(value.type.elements))]
+        elif isinstance(value, PyConst) and isinstance(value.value, tuple):
+            elements = [self.python_value(v, iterable) for v in value.value]
+        else:
+            raise self.error("a for loop must iterate over range(...), reversed(range(...)) "
+                             "or a tuple", node.iter, hint="write 'for i in range(n):'")
+        self.unrolled(node, elements[::-1] if reverse else elements)
 
-    def for_range(self, node: ast.For, call: ast.Call) -> None:
+    def called_object(self, node: ast.expr):
+        """The Python object a call calls (`range` in `range(n)`), or None."""
+        if not isinstance(node, ast.Call):
+            return None
+        function = self.expr(node.func)
+        return function.value if isinstance(function, PyConst) else None
+
+    def for_range(self, node: ast.For, call: ast.Call, reverse: bool) -> None:
         if call.keywords or not 1 <= len(call.args) <= 3:
             raise self.error("range() takes 1 to 3 positional arguments", call)
         bounds = [self.expr(a) for a in call.args]
@@ -171,10 +202,20 @@ class Statements:
             bounds = [self.constant(0, T.weak_int), bounds[0]]
         if len(bounds) == 2:
             bounds.append(self.constant(1, T.weak_int))
-        counter_type = self.range_counter_type(bounds)
+        target_type = counter_type = self.range_counter_type(bounds)
         start, stop, step = (self.cast(b, counter_type) for b in bounds)
         if is_const(step) and constant_value(step) == 0:
             raise self.error("range() step must not be zero", call)
+        if reverse:
+            start, stop, step, counter_type = self.reversed_range(start, stop, step, counter_type,
+                                                                  call)
+        trip_count = None
+        if all(is_const(b) for b in (start, stop, step)):
+            values = range(constant_value(start), constant_value(stop), constant_value(step))
+            if _position(node) in self.hints.unrolled_loops:
+                self.unrolled(node, [self.constant(v, target_type) for v in values])
+                return
+            trip_count = len(values)
         counter = f"$counter{node.lineno}:{node.col_offset}"
         self.env[counter] = start
 
@@ -187,13 +228,85 @@ class Statements:
                                self.compare("gt", current, stop, call))
 
         def before_body():
-            self.assign(node.target, self.env[counter])
+            self.assign(node.target, self.cast(self.env[counter], target_type))
 
         def latch():
             self.env[counter] = self.binary("add", self.env[counter], step, call)
 
-        self.loop(node, node.body, test, before_body, latch, extra=(counter,))
+        self.loop(node, node.body, test, before_body, latch, extra=(counter,),
+                  record=Loop(node=node, trip_count=trip_count))
         self.env.pop(counter, None)
+
+    def reversed_range(self, start: Value, stop: Value, step: Value,
+                       counter_type: T.ScalarType, node) -> tuple:
+        """reversed(range(start, stop, step)) as the range that counts from its last value
+        down to `start - step` by `-step`, and the type that counter needs: an int64 or a
+        Python int, which holds `start - step` where the range's own type may not."""
+        wide = counter_type if counter_type in (T.int64, T.weak_int) else T.weak_int
+        start, stop, step = (self.cast(b, wide) for b in (start, stop, step))
+        zero, one = self.constant(0, wide), self.constant(1, wide)
+        upward = self.compare("gt", step, zero, node)
+        direction = self.select(upward, one, self.constant(-1, wide))
+
+        def arithmetic(op, a, b):
+            return self.binary(op, a, b, node)
+
+        # len(range(start, stop, step)), rounding the distance up to whole steps.
+        distance = arithmetic("sub", arithmetic("add", arithmetic("sub", stop, start), step),
+                              direction)
+        count = arithmetic("max", arithmetic("floordiv", distance, step), zero)
+        last = arithmetic("add", start, arithmetic("mul", arithmetic("sub", count, one), step))
+        return last, arithmetic("sub", start, step), self.unary("neg", step, node), wide
+
+    def unrolled(self, node: ast.For, values: list) -> None:
+        """A for loop as its body once per value of its variable, in order: a constant, or
+        one element of a tuple, in each copy. `break` leaves the copies, `continue` goes on
+        to the next one."""
+        breaks = []
+        for value in values:
+            if self.builder.block is None:
+                break
+            iteration = Loop(copies=len(values))
+            self.loops.append(iteration)
+            self.assign(node.target, value)
+            self.statements(node.body)
+            self.loops.pop()
+            self.merge(iteration.continues + [(self.builder.block, self.env)])
+            breaks += iteration.breaks
+        self.merge([(self.builder.block, self.env)] + breaks)
+
+    def unroll_for_tuple_index(self, index, node) -> None:
+        """A tuple indexed by `index`, which is not a constant: if it changes with a loop
+        over a constant range, that loop is unrolled (raises `Retype`, to translate the
+        function again); otherwise the error says what to write."""
+        loops = [loop for loop in self.loops
+                 if loop.header is not None and _depends_on(index, loop.header)]
+        copies = 1   # of this code already, in the unrolled loops around it
+        for loop in self.loops:
+            copies *= loop.copies
+        for loop in reversed(loops):   # the innermost first: the outer may not need it
+            if loop.trip_count is not None and \
+                    loop.trip_count * copies <= MAX_UNROLLED_ITERATIONS:
+                self.hints.unrolled_loops.add(_position(loop.node))
+                raise Retype()
+        hint = ("index tuples with constants, or with the variable of a for loop over a "
+                "range with constant bounds, such as range(len(t)) (the loop is then "
+                "unrolled); or keep the values in kk.private(dtype, shape)")
+        if loops:
+            loop = loops[-1]
+            if loop.trip_count is not None:
+                inside = f", each holding {copies} unrolled copies of the code here," \
+                    if copies > 1 else ""
+                reason = (f"its {loop.trip_count} iterations{inside} are too many to unroll "
+                          f"(at most {MAX_UNROLLED_ITERATIONS} copies of the code)")
+            elif isinstance(loop.node, ast.For):
+                reason = "the range's bounds are not constants"
+            else:
+                reason = "a while loop is not unrolled"
+            raise self.error(f"a tuple can only be indexed with a constant integer; this index "
+                             f"changes with the loop '{_loop_heading(loop.node)}' at line "
+                             f"{loop.node.lineno}, and {reason}", node, hint=hint)
+        raise self.error("a tuple can only be indexed with a constant integer", node, hint=hint)
 
     @staticmethod
     def range_counter_type(bounds: list[Value]) -> T.ScalarType:
@@ -215,12 +328,20 @@ class Statements:
         return counter_type
 
     def loop(self, node, body: list[ast.stmt], test: Callable[[], Value],
-             before_body: Callable | None, latch: Callable | None, extra: tuple[str, ...]) -> None:
+             before_body: Callable | None, latch: Callable | None, extra: tuple[str, ...],
+             record: Loop) -> None:
+        """A loop: a header that takes the names the body changes and tests, the body, one
+        back edge, and the exit, which joins the paths that leave. `record.trip_count` is
+        the number of iterations where the bounds are constants."""
         assigned = _assigned_names(body) | set(extra)
         if isinstance(node, ast.For):
             assigned |= _target_names(node.target)
         carried = [name for name in self.env
                    if name in assigned and isinstance(self.env[name], Value)]
+        # Names the loop is first to assign: undefined in it until assigned, and after it
+        # unless the loop surely assigned them.
+        first_assigned = sorted(name for name in assigned if not name.startswith("$")
+                                and isinstance(self.env.get(name, UNDEFINED), Undefined))
         header = self.builder.new_block()
         entry_args = []
         for name in carried:
@@ -231,8 +352,10 @@ class Statements:
                                  "this is not supported", node)
             entry_args.append(self.cast(value, param_type))
             self.env[name] = header.add_param(param_type, name)
-        self.builder.br(header, entry_args)
+        entry = self.builder.br(header, entry_args)
         self.builder.position_at_end(header)
+        for name in first_assigned:
+            self.env[name] = _loop_variable_undefined()
         condition = test()
         body_block = self.builder.new_block()
         exit_block = None
@@ -245,22 +368,24 @@ class Statements:
         else:
             exit_block = self.builder.new_block()
             self.builder.cbr(condition, body_block, [], exit_block, [])
+        test_branch = self.builder.block.terminator
         after_test_env = dict(self.env)
-        loop = Loop()
-        self.loops.append(loop)
+        record.header = header
+        self.loops.append(record)
         self.builder.position_at_end(body_block)
         if before_body:
             before_body()
         self.statements(body)
         self.loops.pop()
         if self.builder.block is not None:
-            loop.continues.append((self.builder.block, self.env))
-        continues = [(block, env) for block, env in loop.continues if block is not None]
+            record.continues.append((self.builder.block, self.env))
+        continues = [(block, env) for block, env in record.continues if block is not None]
         if len(continues) > 1:
             # One back edge: the counter steps once, after the paths of the body join, so
             # that it stays uniform when the paths were chosen per work-item.
             self.merge(continues)
             continues = [(self.builder.block, self.env)]
+        runs_at_least_once = bool(record.trip_count)
         for block, env in continues:
             self.builder.position_at_end(block)
             self.env = dict(env)
@@ -269,14 +394,76 @@ class Statements:
             args = []
             for name, param in zip(carried, header.params):
                 value = self.env.get(name, UNDEFINED)
-                if value is UNDEFINED or not isinstance(value, Value):
-                    raise self.error(f"'{name}' is not defined on every path through the loop", node)
+                if isinstance(value, Undefined) or not isinstance(value, Value):
+                    raise self.error(f"'{name}' is not defined on every path through the loop",
+                                     node)
                 args.append(self.carried_value(name, value, param.type, node))
+            if runs_at_least_once and exit_block is not None:
+                # Leaving through the test is leaving after an iteration: the names the
+                # loop first assigned have the values of the last one.
+                for name in first_assigned:
+                    value = self.env.get(name) if self.live_after(name, node) else None
+                    if isinstance(value, Value) and \
+                            isinstance(value.type, (T.ScalarType, T.TupleType)):
+                        param_type = self.hints.variables.get(name, value.type)
+                        args.append(self.carried_value(name, value, param_type, node))
+                        after_test_env[name] = header.add_param(param_type, name)
+                        entry.successors[0].args.append(self.placeholder(param_type, entry))
             self.builder.br(header, args)
-        ends = list(loop.breaks)
+        if runs_at_least_once and exit_block is not None and not continues:
+            # The body never comes back to the test, which holds the first time: the test
+            # cannot leave the loop.
+            self.builder.position_at_end(test_branch.block)
+            test_branch.block.ops.remove(test_branch)
+            self.builder.br(body_block)
+            self.function.blocks.remove(exit_block)
+            exit_block = None
+        ends = list(record.breaks)
         if exit_block is not None:
             ends.insert(0, (exit_block, after_test_env))
         self.merge(ends)
+
+    def placeholder(self, type: T.IRType, branch: Op) -> Value:
+        """A value of `type` for a block parameter on an edge where the name it stands for
+        is unassigned (and so never read), made just before `branch`."""
+        saved_block, saved_before = self.builder.block, self.builder.before
+        self.builder.position_before(branch)
+        if isinstance(type, T.TupleType):
+            value = self.make_tuple([self.placeholder(t, branch) for t in type.elements])
+        else:
+            value = self.constant(0, type)
+        self.builder.block, self.builder.before = saved_block, saved_before
+        return value
+
+    def live_after(self, name: str, node: ast.stmt) -> bool:
+        """Whether the value `name` has after the statement `node` may be read (a cautious
+        answer from the source: yes where unsure)."""
+        while True:
+            owner, statements = self.statement_places[id(node)]
+            effect = _effect_of_statements(name, statements[statements.index(node) + 1:])
+            if effect is not None:
+                return effect == _LIVE
+            if isinstance(owner, (ast.For, ast.While)) and \
+                    not (isinstance(owner, ast.For) and name in _target_names(owner.target)):
+                # The next iteration may read it.
+                if any(_reads(name, part) for part in ast.iter_child_nodes(owner)):
+                    return True
+            if isinstance(owner, ast.FunctionDef):
+                return False
+            node = owner
+
+    @functools.cached_property
+    def statement_places(self) -> dict[int, tuple[ast.AST, list[ast.stmt]]]:
+        """For each statement of the function (by id): the node whose list of statements
+        holds it, and that list."""
+        places = {}
+        for owner in ast.walk(self.source.tree):
+            for field_name in ("body", "orelse"):
+                statements = getattr(owner, field_name, None)
+                if isinstance(statements, list):
+                    for statement in statements:
+                        places[id(statement)] = (owner, statements)
+        return places
 
     def carried_value(self, name: str, value: Value, param_type: T.IRType, node) -> Value:
         if value.type == param_type:
@@ -316,8 +503,9 @@ class Statements:
         for name in names:
             values = [env.get(name, UNDEFINED) for _, env in ends]
             first = values[0]
-            if any(v is UNDEFINED for v in values):
-                merged[name] = UNDEFINED
+            undefined = [v for v in values if isinstance(v, Undefined)]
+            if undefined:
+                merged[name] = undefined[0]
             elif all(v is first for v in values):
                 merged[name] = first
             elif any(isinstance(v, PyConst) for v in values):
@@ -384,3 +572,87 @@ def _assigned_names(statements: list[ast.stmt]) -> set[str]:
 
 def _target_names(target: ast.expr) -> set[str]:
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+# What a statement makes of the value a name has before it: LIVE where it may read it;
+# DEAD where no path reads it before assigning the name or returning; None: neither.
+_LIVE, _DEAD = "live", "dead"
+
+
+def _effect_of_statements(name: str, statements: list[ast.stmt]) -> str | None:
+    for statement in statements:
+        effect = _effect(name, statement)
+        if effect is not None:
+            return effect
+    return None
+
+
+def _effect(name: str, statement: ast.stmt) -> str | None:
+    """What `statement` makes of the value `name` has before it (`_LIVE`, `_DEAD`, None)."""
+    if isinstance(statement, ast.Return):
+        return _LIVE if _reads(name, statement) else _DEAD   # nothing runs after it
+    if isinstance(statement, (ast.Break, ast.Continue)):
+        return _LIVE   # what runs next is elsewhere: unsure
+    if isinstance(statement, ast.If):
+        if _reads(name, statement.test):
+            return _LIVE
+        branches = {_effect_of_statements(name, statement.body),
+                    _effect_of_statements(name, statement.orelse)}
+        return _LIVE if _LIVE in branches else _DEAD if branches == {_DEAD} else None
+    if isinstance(statement, ast.For) and name in _target_names(statement.target):
+        # The loop assigns it before its body runs, and leaves it as it was if it does not run.
+        if _reads(name, statement.iter):
+            return _LIVE
+        return _DEAD if _runs_at_least_once(statement.iter) else None
+    if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+        if _reads(name, statement):
+            return _LIVE
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        return _DEAD if any(name in _target_names(t) for t in targets) else None
+    return _LIVE if _reads(name, statement) else None
+
+
+def _reads(name: str, node: ast.AST) -> bool:
+    """Whether `node` reads `name` (`x += 1` reads x)."""
+    for parent in ast.walk(node):
+        for child in ast.iter_child_nodes(parent):
+            if isinstance(child, ast.Name) and child.id == name and \
+                    (isinstance(child.ctx, ast.Load) or isinstance(parent, ast.AugAssign)):
+                return True
+    return isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+
+
+def _runs_at_least_once(iterable: ast.expr) -> bool:
+    """Whether `iterable` is a range(...) of integer literals that is not empty."""
+    if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name)
+            and iterable.func.id == "range" and not iterable.keywords):
+        return False
+    try:
+        bounds = [ast.literal_eval(argument) for argument in iterable.args]
+        return all(isinstance(b, int) for b in bounds) and len(range(*bounds)) > 0
+    except (ValueError, TypeError, SyntaxError):
+        return False
+
+
+def _position(node: ast.stmt) -> tuple[int, int]:
+    return node.lineno, node.col_offset
+
+
+def _loop_heading(node: ast.stmt) -> str:
+    """A loop's first line as written, for messages: `for j in range(n)`."""
+    if isinstance(node, ast.For):
+        return f"for {describe(node.target)} in {describe(node.iter)}"
+    return f"while {describe(node.test)}"
+
+
+def _depends_on(value, header: Block) -> bool:
+    """Whether `value` is computed from a parameter of the block `header`."""
+    seen, pending = set(), [value]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BlockParam) and current.block is header:
+            return True
+        if isinstance(current, Op) and id(current) not in seen:
+            seen.add(id(current))
+            pending.extend(current.operands)
+    return False

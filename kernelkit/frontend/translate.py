@@ -34,7 +34,7 @@ class FunctionTranslator(Statements, Expressions, Calls):
         self.hints = hints
         self.globals = pyfunc.__globals__
         self.closure = closure_values(pyfunc)
-        self.function = Function(name, [a.arg for a in self.source.tree.args.args],
+        self.function = Function(name, [a.arg for a in parameters(self.source.tree)],
                                  is_kernel=is_kernel, source_file=self.source.file)
         self.builder = Builder(self.function)
         self.env: dict[str, object] = {}
@@ -60,15 +60,19 @@ class FunctionTranslator(Statements, Expressions, Calls):
     def translate(self) -> Function:
         tree = self.source.tree
         arguments = tree.args
-        if arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs:
-            raise self.error("*args, **kwargs and keyword-only parameters are not supported "
-                             "in kernels and device functions", tree)
-        if len(arguments.args) != len(self.args):
-            raise self.error(f"{tree.name} takes {len(arguments.args)} arguments but "
+        if arguments.vararg or arguments.kwarg:
+            raise self.error("*args and **kwargs are not supported in kernels and device "
+                             "functions", tree, hint="name each parameter")
+        if self.is_kernel and (arguments.kwonlyargs or arguments.posonlyargs):
+            raise self.error("a kernel's parameters cannot be keyword-only or positional-only",
+                             tree, hint="remove the '*' and '/' from the parameter list")
+        names = parameters(tree)
+        if len(names) != len(self.args):
+            raise self.error(f"{tree.name} takes {len(names)} arguments but "
                              f"{len(self.args)} were given", tree)
         entry = self.builder.new_block()
         self.builder.position_at_end(entry)
-        for parameter, arg in zip(arguments.args, self.args):
+        for parameter, arg in zip(names, self.args):
             if isinstance(arg, PyConst):
                 self.env[parameter.arg] = arg
             else:
@@ -105,6 +109,13 @@ class FunctionTranslator(Statements, Expressions, Calls):
         if isinstance(value, PyConst):
             return f"Python object {value.value!r}"
         return value.type.name
+
+
+def parameters(tree: ast.FunctionDef) -> list[ast.arg]:
+    """A function's parameters in the order it is given its arguments (see
+    `Calls.bind_arguments`): positional-only, then the others, then keyword-only."""
+    arguments = tree.args
+    return [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
 
 
 _SYNTAX_HINTS = {
