@@ -6,6 +6,7 @@ found here by name or by the arrays they own."""
 from __future__ import annotations
 
 import functools
+import time
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -13,6 +14,10 @@ import numpy as np
 
 from .errors import BackendError, KernelkitError
 from .ir import types as T
+from .logs import get_logger
+from .runtime.arguments import device_memory
+
+log = get_logger("backend")
 
 
 class Backend:
@@ -45,6 +50,11 @@ class Backend:
 
     def ones(self, dtype, shape) -> Any:
         raise NotImplementedError
+
+    def full(self, dtype, shape, value) -> Any:
+        """An array with every element `value`; a backend with a faster way overrides this
+        one, which fills the array on the host and moves it here."""
+        return self.to_backend(np.full(shape, value, dtype))
 
     def to_backend(self, array: np.ndarray) -> Any:
         raise NotImplementedError
@@ -122,11 +132,20 @@ def backend_unavailable_reason(name: str) -> str | None:
 @functools.lru_cache(maxsize=None)
 def make_backend(name: str) -> Backend:
     """A shared instance of the backend called `name` with default settings."""
-    return backend_class(name)()
+    start = time.perf_counter()
+    try:
+        backend = backend_class(name)()
+    except Exception as error:
+        log.info("the %s backend did not start: %s", name, error)
+        raise
+    log.info("started the %s backend in %.3f s: %r", name, time.perf_counter() - start, backend)
+    return backend
 
 
 def get_backend(array) -> Backend:
-    """The backend that owns `array` (a NumPy array belongs to the default CPU backend)."""
+    """The backend that owns `array`. An array in host memory (NumPy's, or another
+    library's that speaks DLPack or NumPy's array interface, such as a PyTorch CPU tensor)
+    belongs to the default CPU backend."""
     for name in backend_classes():
         try:
             cls = backend_class(name)
@@ -135,4 +154,10 @@ def get_backend(array) -> Backend:
         backend = cls.backend_of(array)
         if backend is not None:
             return backend
-    raise BackendError(f"no installed backend owns an object of type {type(array).__name__}")
+    message = f"no installed backend owns an object of type {type(array).__name__}"
+    where = device_memory(array)
+    if where is not None:
+        message += (f": it is a device array ({where}), and no installed backend that can "
+                    f"run here reads that memory (kk.backend_unavailable_reason(name) says "
+                    f"why a backend cannot)")
+    raise BackendError(message)

@@ -24,6 +24,7 @@ import ctypes.util
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -34,9 +35,12 @@ from kernelkit.backend import Backend
 from kernelkit.compiler.driver import compile_job
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, LaunchError
-from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, element_strides,
+from kernelkit.ir import types as T
+from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, device_memory,
+                                         element_strides, host_array, in_host_memory,
                                          numpy_argument_key, numpy_argument_type,
-                                         packing_function, unsupported_argument)
+                                         packing_function, unpacking_source,
+                                         unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
@@ -48,12 +52,18 @@ _INLINE_ITEMS = 1 << 14          # a first launch this small starts on the calli
 _INLINE_SECONDS = 200e-6
 """A launch whose kernel is estimated (from its earlier launches) to take less than this on
 one thread runs on the calling thread: handing it to other threads costs about as much."""
+_JOINED_SECONDS = 2e-3
+"""A launch on an idle device estimated to take less than this on one thread has the
+launching thread work on it too, until it is done."""
 _FIRST_LAUNCH_SECONDS = 1e-3
 """A first launch of at most _INLINE_ITEMS runs its first group on the calling thread,
 and its other groups there too unless that group's time says they would take longer than
 this (more than _INLINE_SECONDS: one group's time, the code's first run, says less than
 a launch's)."""
 _SMALLEST_CHUNKS = 32   # per thread: the last chunks of a launch are this small
+_SHORTEST_CHUNK_SECONDS = 10e-6
+"""But no chunk shorter than this (where the kernel's time is known): handing out a chunk
+costs a few microseconds of Python."""
 _CHUNK_SECONDS = 20e-3
 """The longest a chunk should take (estimated from the kernel's earlier chunks): the
 waiting thread sees a KeyboardInterrupt between two chunks."""
@@ -61,6 +71,7 @@ _WAIT_SECONDS = 0.05    # a sleeping thread looks again after this long
 _SPIN_CYCLES = 200_000  # about 0.1 ms: how long an idle worker watches for new work
 _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                   ctypes.c_int64)
+_PYTHON_SCALARS = (float, int, bool)
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 
 
@@ -82,6 +93,7 @@ class PreparedKernel:
     # (the same kernel with the CPU's own group shape, that shape) where the kernel does
     # not observe its work-groups; False where it keeps its own; None: not asked yet
     regrouped: object = None
+    fire: object = None       # its `fast_launcher`, once made; False: it has none
     described: int = field(init=False, default=0)   # the description's address
 
     def __post_init__(self):
@@ -140,7 +152,9 @@ class CPU(Backend):
 
     @classmethod
     def backend_of(cls, array):
-        if isinstance(array, np.ndarray):
+        """The default CPU backend for arrays in host memory: NumPy's, and other libraries'
+        that say they are there (`in_host_memory`)."""
+        if isinstance(array, np.ndarray) or in_host_memory(array):
             from kernelkit.backend import make_backend
             return make_backend("cpu")
         return None
@@ -170,7 +184,8 @@ class CPU(Backend):
 
     def to_numpy(self, array) -> np.ndarray:
         _synchronize_every_cpu_backend()
-        return np.asarray(array)
+        view = host_array(array)   # another library's host array: its memory, not a copy
+        return np.asarray(array) if view is None else view
 
     def copyto(self, destination, source) -> None:
         if not isinstance(destination, np.ndarray):
@@ -184,6 +199,8 @@ class CPU(Backend):
     def synchronize(self) -> None:
         """Wait for every queued launch (of every CPU backend: they share the device);
         raise what went wrong in this backend's launches since the last synchronize."""
+        if not _device.queue and not _device.printed and self._error is None:
+            return   # every launch has run (a queued one leaves the queue when done)
         _device.wait()
         with _device.condition:
             error, self._error = self._error, None
@@ -199,12 +216,23 @@ class CPU(Backend):
         argtype = numpy_argument_type(value, const, name, kernel)
         if argtype is not None:
             return argtype
-        if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack_device__"):
-            raise LaunchError(f"kernel '{kernel}': argument '{name}' is a device array; the CPU "
-                              f"backend runs on host memory: pass kk.to_numpy({name})")
+        try:
+            view = host_array(value)   # another library's array in host memory
+        except Exception as error:
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is an array in host "
+                              f"memory that its library refuses to share: "
+                              f"{type(error).__name__}: {error}") from error
+        if view is not None:
+            return numpy_argument_type(view, const, name, kernel)
+        where = device_memory(value)
+        if where is not None:
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is a device array "
+                              f"({where}); the CPU backend runs on host memory: "
+                              f"{_device_array_advice(value, const, name, kernel)}")
         raise unsupported_argument(value, name, kernel,
-                                   "NumPy arrays and Python or NumPy scalars (bool, int, float)",
-                                   "np.asarray({name})")
+                                   "arrays in host memory (NumPy's, or any with DLPack or the "
+                                   "array interface) and Python or NumPy scalars (bool, int, "
+                                   "float)", "np.asarray({name})")
 
     def default_workgroupsize(self, ndim):
         return default_workgroupsize(ndim, 1024)
@@ -242,10 +270,27 @@ class CPU(Backend):
         if prepared.debug:
             error_record = np.zeros(ERROR_RECORD_FIELDS, np.int64)
             header = (*header[:-1], error_record.ctypes.data)
+        args = _host_views(args)
         packed = prepared.layout.struct.pack(*prepared.pack(header, args, None))
+        self.run_groups(prepared, packed, total, items, args, error_record)
+
+    def run_groups(self, prepared: PreparedKernel, packed: bytes, total: int, items: int,
+                   args, error_record=None) -> None:
+        """Run `total` work-groups (`items` work-items) of `prepared` on its packed record:
+        at once on this thread where that is quicker than handing them to the threads;
+        else queued for them, and where the device was idle and the launch is short, this
+        thread works on it with them and returns when it is done (a launch of a few
+        hundred microseconds: a synchronize would wait for it at once, and the thread is
+        awake, where the others are still waking up)."""
         per_group = prepared.seconds_per_group
-        small = per_group * total < _INLINE_SECONDS if per_group else items <= _INLINE_ITEMS
         device = _device
+        if 0 < per_group * total <= _CHUNK_SECONDS and per_group * total < _INLINE_SECONDS \
+                and error_record is None and not device.queue:
+            _run(prepared, packed, 0, total)   # the common short launch, in fewest steps
+            if prepared.uses_print:
+                device.printed = True
+            return
+        small = per_group * total < _INLINE_SECONDS if per_group else items <= _INLINE_ITEMS
         if (small or total == 1 or self.threads == 1) and not device.queue:
             if per_group or total == 1 or self.threads == 1:
                 device.run_inline(prepared, packed, total, error_record)
@@ -260,9 +305,22 @@ class CPU(Backend):
             device.submit(_Launch(prepared, packed, total, args, error_record, self,
                                   self.threads, first=1))
         else:
+            joined = not device.queue and 0 < per_group * total < _JOINED_SECONDS
             device.submit(_Launch(prepared, packed, total, args, error_record, self,
                                   self.threads))
+            if joined:
+                device.wait()
 
+    def fast_launcher(self, prepared: PreparedKernel, args):
+        """`fire(args, n) -> bool` (`Backend.fast_launcher`) where every argument is a NumPy
+        array or a scalar and the kernel checks no accesses, else None: one generated
+        function that checks the arguments' kinds as `argument_key` tells them apart,
+        packs the record with one `struct.pack` and runs the launch (`run_groups`). It knows the
+        ndranges `launch` has launched `prepared` over (`prepared.geometry`); any other
+        goes through `launch` first."""
+        if prepared.fire is None:
+            prepared.fire = _fast_launcher(self, prepared, args) or False
+        return prepared.fire or None
 
     def regrouped(self, prepared: PreparedKernel, workgroupsize):
         """A multi-dimensional kernel that does not observe its work-groups
@@ -284,6 +342,66 @@ class CPU(Backend):
         return prepared.regrouped
 
 
+def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
+    """See `CPU.fast_launcher`. It keeps what it packed last, with the ndrange, weak
+    references to the arrays it was packed from, their shapes, and the scalar objects: a
+    launch with the same ndrange, the same arrays (`is`) of the same shapes and the same
+    scalar objects (`is`: 0.0 and -0.0 are equal but packed differently) runs those
+    bytes again, without packing."""
+    if prepared.debug:
+        return None   # each launch has an error record of its own
+    names = [f"a{index}" for index in range(len(args))]
+    namespace = {"ndarray": np.ndarray, "geometry": prepared.geometry, "reference": weakref.ref,
+                 "run": backend.run_groups, "prepared": prepared,
+                 "pack": packing_function(prepared.argtypes, names, _array_fields,
+                                          {"pointer": data_pointer,
+                                           "element_strides": element_strides},
+                                          finish=prepared.layout.struct.pack)}
+    checks, kept, same = [], ["n"], ["last[0] == n"]
+    for name, value, argtype in zip(names, args, prepared.argtypes):
+        key = numpy_argument_key(value)
+        if isinstance(argtype, T.ArrayType):
+            if type(value) is not np.ndarray:
+                return None
+            dtype, ndim, contiguous, writeable = key
+            namespace[f"{name}_dtype"] = dtype
+            checks.append(f"type({name}) is ndarray and {name}.dtype is {name}_dtype and "
+                          f"{name}.ndim == {ndim} and ({name}_flags := {name}.flags)"
+                          f".c_contiguous is {contiguous} and {name}_flags.writeable is "
+                          f"{writeable}")
+            kept += [f"reference({name})", f"{name}.shape"]
+            same += [f"last[{len(same)}]() is {name}", f"last[{len(same) + 1}] == {name}.shape"]
+        else:
+            namespace[f"{name}_key"] = key
+            checks.append(f"type({name}) is {name}_key")
+            kept.append(name)
+            same.append(f"last[{len(same)}] is {name}")
+    source = (f"def make():\n"
+              f"    last = (None,)\n"
+              f"    def fire(args, n):\n"
+              f"        nonlocal last\n"
+              f"{unpacking_source(names, '        ')}"
+              f"        if not ({' and '.join(checks) or 'True'}):\n"
+              f"            return False\n"
+              f"        if {' and '.join(same)}:\n"
+              f"            packed, total, items = last[-1]\n"
+              f"        else:\n"
+              f"            launch = geometry.get((n,))\n"
+              f"            if launch is None:\n"
+              f"                return False\n"
+              f"            header, total, items = launch\n"
+              f"            if not total:\n"
+              f"                return True\n"
+              f"            packed = pack(header, args, None)\n"
+              f"            last = ({', '.join(kept)}, (packed, total, items))\n"
+              f"        run(prepared, packed, total, items, args)\n"
+              f"        return True\n"
+              f"    return fire\n")
+    exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
+         namespace)
+    return namespace["make"]()
+
+
 def _geometry(prepared: PreparedKernel, ndrange, workgroupsize) -> tuple:
     """(record header, work-groups, work-items) of a launch over `ndrange`, kept per
     kernel (the header's error-record address is filled in per launch in debug mode)."""
@@ -301,17 +419,49 @@ def _geometry(prepared: PreparedKernel, ndrange, workgroupsize) -> tuple:
     return geometry
 
 
+def _device_array_advice(value, const: bool, name: str, kernel: str) -> str:
+    """What to do with a device array passed to a CPU launch, where that works: launch on
+    the backend that owns it, or pass a host copy (and copy results back)."""
+    from kernelkit.backend import get_backend
+    try:
+        owner = get_backend(value)
+    except Exception:  # no installed backend reads that memory (or none can start here)
+        owner = None
+    if owner is None:
+        return (f"no installed backend can read that memory; copy it to host memory with the "
+                f"library that made it (PyTorch: {name}.cpu(), CuPy: {name}.get()) and pass "
+                f"that")
+    copy_back = "" if const else \
+        f", then copy the kernel's results back with kk.copyto({name}, host)"
+    return (f"pass a host copy, host = kk.to_numpy({name}){copy_back}; or launch the kernel "
+            f"on the backend that owns it, {kernel}(kk.get_backend({name}), ...)")
+
+
+def _array_fields(value, argtype, name) -> str:
+    """An array's fields in the launch record: a C-ordered array's strides are never read
+    (the kernel knows them from the extents), so its extents fill their slots."""
+    if argtype.layout == "C":
+        return f"(pointer({value}), *{value}.shape, *{value}.shape)"
+    return (f"(pointer({value}), *{value}.shape, "
+            f"*element_strides({value}.strides, {argtype.dtype.itemsize}))")
+
+
 def _packer(argtypes, names):
-    """The launch's packing function (`packing_function`) for NumPy arrays: a C-ordered
-    array's strides are never read (the kernel knows them from the extents), so its
-    extents fill their slots."""
-    def array_fields(value, argtype, name):
-        if argtype.layout == "C":
-            return f"(pointer({value}), *{value}.shape, *{value}.shape)"
-        return (f"(pointer({value}), *{value}.shape, "
-                f"*element_strides({value}.strides, {argtype.dtype.itemsize}))")
-    return packing_function(argtypes, names, array_fields,
+    """The launch's packing function (`packing_function`) for NumPy arrays
+    (`_array_fields`): another library's array is packed from its NumPy view
+    (`_host_views`)."""
+    return packing_function(argtypes, names, _array_fields,
                             {"pointer": data_pointer, "element_strides": element_strides})
+
+
+def _host_views(args: tuple) -> tuple:
+    """`args`, with each array of another library in host memory as its NumPy view: the
+    launch keeps the views, and so the memory they show, until it has run (an array
+    interface may hand out memory of its own making each time it is asked)."""
+    if all(type(arg) is np.ndarray or type(arg) in _PYTHON_SCALARS for arg in args):
+        return args
+    return tuple(arg if type(arg) is np.ndarray or not in_host_memory(arg)
+                 else host_array(arg) for arg in args)
 
 
 def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int) -> None:
@@ -395,6 +545,9 @@ class _Device:
 
     def submit(self, launch: _Launch) -> None:
         launch.chunk = max(1, launch.groups // (launch.threads * _SMALLEST_CHUNKS))
+        per_group = launch.prepared.seconds_per_group
+        if per_group:
+            launch.chunk = max(launch.chunk, int(_SHORTEST_CHUNK_SECONDS / per_group))
         with self.condition:
             if not self.queue:
                 self.next_group = launch.first

@@ -38,7 +38,7 @@ from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
                                          numpy_argument_type, packing_function,
                                          read_only_argument, scalar_conversion, scalar_type_of,
-                                         unsupported_argument)
+                                         unpacking_source, unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
@@ -761,13 +761,7 @@ class CUDABackend(Backend):
                 checks.append(f"type({name}) is {name}_key")
                 fields.append(f"{scalar_conversion(argtype)}({name})")
                 sources.append(name)
-        if names:   # unpacking checks the count (no len() call)
-            unpack = (f"        try:\n"
-                      f"            {', '.join(names)}, = args\n"
-                      f"        except ValueError:\n"
-                      f"            return False\n")
-        else:
-            unpack = "        if args:\n            return False\n"
+        unpack = unpacking_source(names, "        ")
         same = " and ".join(["last[0] == n"] + [f"last[{index}] is {source}" for index, source
                                                 in enumerate(sources, 1)])
         source = (

@@ -3,7 +3,12 @@
 The packed layout (`ArgumentLayout`) is one little-endian record: the launch header
 (ndrange and number of groups per axis, the error-record pointer), then each argument:
 an array as its data pointer, extents and strides (in elements); a scalar in an 8-byte
-slot. Code generators read the same layout through `fields`."""
+slot. Code generators read the same layout through `fields`.
+
+Arrays in host memory come as NumPy arrays or as other libraries' arrays that say where
+their memory is: through DLPack (`__dlpack_device__()` is the CPU) or NumPy's array
+interface. `host_array` sees the latter as NumPy arrays over the same memory, so a
+kernel's writes reach the library's array."""
 from __future__ import annotations
 
 import ctypes
@@ -14,6 +19,9 @@ import numpy as np
 
 from ..errors import LaunchError
 from ..ir import types as T
+
+DLPACK_CPU = 1
+"""DLPack's device type of host memory (kDLCPU)."""
 
 _SCALAR_CODES = {"bool": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "q",
                  "u8": "B7x", "u16": "H6x", "u32": "I4x", "u64": "Q", "f16": "e6x",
@@ -32,14 +40,133 @@ def scalar_type_of(value) -> T.ScalarType | None:
     return None
 
 
+def supported_dtypes() -> str:
+    """The dtypes of the arrays and scalars kernels take, as a sentence lists them."""
+    names = [str(scalar.numpy_dtype) for scalar in T.SCALAR_TYPES]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def array_type_of(dtype, ndim: int, c_contiguous: bool, const: bool, name: str,
                   kernel: str) -> T.ArrayType:
     scalar = T.from_numpy(dtype)
     if scalar is None:
         raise LaunchError(f"kernel '{kernel}': argument '{name}' has dtype {dtype}, which kernels "
-                          "do not support (use bool, int8..int64, uint8..uint64 or "
-                          "float16/32/64)")
+                          f"do not support (use {supported_dtypes()})")
     return T.ArrayType(scalar, ndim, "C" if c_contiguous else "A", const)
+
+
+def dlpack_device(value) -> tuple[int, int] | None:
+    """(device type, device id) of an object that speaks DLPack, or None (no DLPack, or a
+    producer that cannot say)."""
+    device = getattr(value, "__dlpack_device__", None)
+    if device is None or not hasattr(value, "__dlpack__"):
+        return None
+    try:
+        device_type, device_id = device()
+    except Exception:
+        return None
+    return int(device_type), int(device_id)
+
+
+def in_host_memory(value) -> bool:
+    """Whether `value` is an array in host memory: a NumPy array, or another library's
+    array whose DLPack device is the CPU or (without DLPack) that has NumPy's array
+    interface. NumPy scalars are numbers, not arrays."""
+    if isinstance(value, np.ndarray):
+        return True
+    if isinstance(value, np.generic):
+        return False
+    device = dlpack_device(value)
+    if device is not None:
+        return device[0] == DLPACK_CPU
+    return hasattr(value, "__array_interface__")
+
+
+def host_array(value) -> np.ndarray | None:
+    """`value` as a NumPy array over the same memory (never a copy) if it is in host memory
+    (`in_host_memory`), else None. A library may refuse to share its memory (PyTorch, for
+    a tensor that requires grad): its error propagates."""
+    if isinstance(value, np.ndarray):
+        return value
+    if not in_host_memory(value):
+        return None
+    if dlpack_device(value) is None:
+        return np.asarray(value)
+    return _dlpack_view(value)
+
+
+_NUMPY_TAKES_VERSIONED_DLPACK = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+_VERSIONED_CAPSULE = b"dltensor_versioned"
+_READ_ONLY_FLAG = 1   # DLPACK_FLAG_BITMASK_READ_ONLY
+_FLAGS_OFFSET = 24
+"""Where `flags` is in DLPack 1.0's DLManagedTensorVersioned: after the version (two
+uint32), the manager context and the deleter (two pointers)."""
+_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+
+def _dlpack_view(value) -> np.ndarray:
+    """NumPy's view of a DLPack producer's host memory: writable where the producer says
+    so. A DLPack 1.0 producer says it with its read-only flag; one older than DLPack 1.0
+    cannot say, and its memory may be immutable (a JAX array), so its view is read-only
+    (kernels may read it, as a `kk.Const` argument), as NumPy makes it."""
+    capsule = None
+    if _NUMPY_TAKES_VERSIONED_DLPACK:
+        try:
+            capsule = value.__dlpack__(stream=None, max_version=(1, 0), copy=False)
+        except TypeError:   # a producer older than DLPack 1.0
+            capsule = None
+    if capsule is None:
+        capsule = value.__dlpack__(stream=None)
+    view = np.from_dlpack(_Exported(capsule, value.__dlpack_device__()))
+    if view.flags.writeable or not _capsule_is_valid(capsule, _VERSIONED_CAPSULE):
+        return view
+    manager = _capsule_pointer(capsule, _VERSIONED_CAPSULE)
+    if ctypes.c_uint64.from_address(manager + _FLAGS_OFFSET).value & _READ_ONLY_FLAG:
+        return view
+    # NumPy before 2.2.5 makes every DLPack view read-only; the producer said it is not.
+    return np.asarray(_WritableAlias(view))
+
+
+class _Exported:
+    """A capsule already exported, as `np.from_dlpack` takes it."""
+
+    def __init__(self, capsule, device):
+        self.capsule, self.device = capsule, device
+
+    def __dlpack__(self, **options):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+class _WritableAlias:
+    """`view`'s memory through the array interface, without NumPy's read-only mark; it
+    keeps `view`, and so the producer's memory, alive."""
+
+    def __init__(self, view: np.ndarray):
+        interface = dict(view.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+        self.view = view
+
+
+def device_memory(value) -> str | None:
+    """Where `value`'s memory is, in words, if it is an array in device memory (a GPU's):
+    one with the CUDA array interface, or a DLPack device other than the CPU. None for
+    anything else."""
+    device = dlpack_device(value)
+    if device is not None and device[0] != DLPACK_CPU:
+        return f"DLPack device {device}"
+    try:
+        if hasattr(value, "__cuda_array_interface__"):
+            return "CUDA array interface"
+    except Exception:  # a producer that refuses to describe it (PyTorch: requires grad)
+        return "CUDA array interface"
+    return None
 
 
 @dataclass(frozen=True)
@@ -80,17 +207,25 @@ class ArgumentLayout:
 def numpy_argument_key(value):
     """A cheap key with equal keys for NumPy arrays and scalars of equal argument types.
     An array's key says whether it is writable: a read-only one is typed (and refused
-    where the kernel may write it) apart from writable ones."""
+    where the kernel may write it) apart from writable ones. Another library's array in
+    host memory has the key of its NumPy view (`host_array`), with its own type."""
     kind = type(value)
     if kind is np.ndarray:
         flags = value.flags
         return (value.dtype, value.ndim, flags.c_contiguous, flags.writeable)
-    if kind is float or kind is int:
+    if kind is float or kind is int or kind is bool or isinstance(value, np.generic):
         return kind
     if isinstance(value, np.ndarray):   # a subclass: np.memmap, say
         flags = value.flags
         return (kind, value.dtype, value.ndim, flags.c_contiguous, flags.writeable)
-    return kind
+    try:
+        view = host_array(value)
+    except Exception:  # the library refuses to share it; argument_type says why, by name
+        return ("refused", kind)
+    if view is None:
+        return kind
+    flags = view.flags
+    return (kind, view.dtype, view.ndim, flags.c_contiguous, flags.writeable)
 
 
 def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType | None:
@@ -124,12 +259,12 @@ def unsupported_argument(value, name: str, kernel: str, accepted: str,
         advice = (f"kernels have no complex numbers: pass the real and imaginary parts as "
                   f"two arguments ({name}.real, {name}.imag)")
     elif isinstance(value, np.generic):
-        advice = (f"its dtype {value.dtype} is not one kernels support: pass a bool, an "
-                  f"int8..int64 or uint8..uint64, or a float16/32/64")
+        advice = (f"its dtype {value.dtype} is not one kernels support: pass a scalar of "
+                  f"dtype {supported_dtypes()}")
     elif isinstance(value, (list, tuple)) and value and \
             all(hasattr(item, "shape") for item in value):
         advice = f"pass each of its {len(value)} arrays as an argument of its own"
-    elif isinstance(value, (list, tuple)) or hasattr(value, "__array_interface__") or \
+    elif isinstance(value, (list, tuple)) or in_host_memory(value) or \
             hasattr(value, "__array__"):
         advice = f"pass an array: {make_array}"
     elif value is None:
@@ -171,6 +306,17 @@ def packing_function(argtypes: tuple[T.IRType, ...], names: list[str], array_fie
     scope = dict(namespace, finish=finish)
     exec(compile(source, "<kernelkit launch record>", "exec"), scope)  # noqa: S102
     return scope["pack"]
+
+
+def unpacking_source(names: list[str], indent: str) -> str:
+    """Lines of a generated fast launcher (`Backend.fast_launcher`) that unpack `args` into
+    `names`, returning False where their count differs (unpacking checks it: no len())."""
+    if not names:
+        return f"{indent}if args:\n{indent}    return False\n"
+    return (f"{indent}try:\n"
+            f"{indent}    {', '.join(names)}, = args\n"
+            f"{indent}except ValueError:\n"
+            f"{indent}    return False\n")
 
 
 def element_strides(strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -2,26 +2,37 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from ..errors import LaunchError
 
 
 def as_sizes(value, what: str, kernel: str) -> tuple[int, ...]:
-    """An int or a tuple of 1 to 3 positive ints, as a tuple."""
-    sizes = (value,) if isinstance(value, int) else value
-    try:
-        sizes = tuple(int(s) for s in sizes)
-        valid = 1 <= len(sizes) <= 3 and all(
-            not isinstance(s, bool) and s == int(s) for s in (value if isinstance(value, tuple)
-                                                              else (value,)))
-    except (TypeError, ValueError):
-        valid = False
+    """An integer (any `numbers.Integral`: NumPy's too) or a tuple of 1 to 3 of them, as a
+    tuple of ints."""
+    sizes = (value,) if isinstance(value, numbers.Integral) else value
+    valid = isinstance(sizes, tuple) and 1 <= len(sizes) <= 3 and all(
+        isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in sizes)
     if not valid:
         raise LaunchError(f"kernel '{kernel}': {what} must be an int or a tuple of 1 to 3 ints, "
                           f"got {value!r}")
+    sizes = tuple(int(s) for s in sizes)
     if any(s < 0 for s in sizes) or (what == "workgroupsize" and any(s == 0 for s in sizes)):
         raise LaunchError(f"kernel '{kernel}': {what} must be positive, got {value!r}")
     return sizes
+
+
+def fit_workgroupsize(workgroupsize: tuple[int, ...], ndrange: tuple[int, ...],
+                      kernel: str) -> tuple[int, ...]:
+    """`workgroupsize` for an ndrange of `ndrange`'s dimensions: a size of fewer
+    dimensions is padded with ones, as in KernelAbstractions ((8,) for a 2-d ndrange is
+    (8, 1)); one of more dimensions is an error."""
+    missing = len(ndrange) - len(workgroupsize)
+    if missing < 0:
+        raise LaunchError(f"kernel '{kernel}': ndrange {ndrange} has {len(ndrange)} "
+                          f"dimensions but workgroupsize {workgroupsize} has "
+                          f"{len(workgroupsize)}")
+    return workgroupsize + (1,) * missing if missing else workgroupsize
 
 
 def number_of_groups(ndrange: tuple[int, ...], workgroupsize: tuple[int, ...]) -> tuple[int, ...]:

@@ -112,7 +112,8 @@ class _HostBuffer:
     """Speaks only NumPy's array interface (as some libraries' host buffers do)."""
 
     def __init__(self):
-        self.__array_interface__ = np.zeros(16, np.float32).__array_interface__
+        self.array = np.zeros(16, np.float32)
+        self.__array_interface__ = self.array.__array_interface__
 
 
 UNTAKEABLE = {
@@ -131,6 +132,12 @@ def test_an_argument_kernels_cannot_take_is_a_launch_error_naming_it_its_type_an
         backend, kind):
     make, type_name, advice = UNTAKEABLE[kind]
     y, x = inputs(backend)
+    if kind == "array interface only" and isinstance(backend, kk.CPU):
+        # Host memory: the CPU backend takes it as it is (tests/runtime/test_foreign_arrays.py).
+        add_one(backend, 4)(y, make(x), ndrange=16)
+        kk.synchronize(backend)
+        np.testing.assert_array_equal(kk.to_numpy(y), 1)   # the buffer holds zeros
+        return
     with pytest.raises(kk.LaunchError) as info:
         add_one(backend, 4)(y, make(x), ndrange=16)
     message = str(info.value)

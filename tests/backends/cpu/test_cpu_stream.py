@@ -1,6 +1,8 @@
 """The CPU backend's stream: launches run in submission order across worker threads
 without the caller synchronizing in between; the thread count never changes results;
 errors and printed output of queued launches surface at kk.synchronize."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -140,28 +142,32 @@ def test_one_thread_backend_runs_each_launch_before_the_launch_returns():
 def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
     import backends.cpu.runtime as runtime
     backend = kk.CPU(threads=2)
-    inline = []
-    original = runtime._Device.run_inline
-    monkeypatch.setattr(runtime._Device, "run_inline",
-                        lambda stream, prepared, packed, groups, record, **options: (
-                            inline.append(groups),
-                            original(stream, prepared, packed, groups, record, **options)))
+    whole = []   # launches the calling thread ran all at once: (first group, end)
+    original = runtime._run
+
+    def run(prepared, packed, first, end):
+        if threading.current_thread() is threading.main_thread() and \
+                (first, end) == (0, BIG // 1000):
+            whole.append((first, end))
+        original(prepared, packed, first, end)
+
+    monkeypatch.setattr(runtime, "_run", run)
     a = np.zeros(BIG, np.int64)
     launcher = fill_with_index(backend, 1000)
     launcher(a, ndrange=BIG)               # unmeasured and above the item threshold: threads
     kk.synchronize(backend)
-    assert inline == []
+    assert whole == []
     (prepared,) = [prepared for key, prepared in fill_with_index._specializations.items()
                    if key[0] is backend]
     assert prepared.seconds_per_group > 0
     monkeypatch.setattr(prepared, "seconds_per_group", 1e-9)
     launcher(a, ndrange=BIG)               # estimated at 200 ns: on the calling thread
-    assert inline == [BIG // 1000]
+    assert whole == [(0, BIG // 1000)]
     np.testing.assert_array_equal(a, np.arange(1, BIG + 1))
     monkeypatch.setattr(prepared, "seconds_per_group", 1.0)
     launcher(a, ndrange=BIG)               # estimated at 200 s: threads
     kk.synchronize(backend)
-    assert inline == [BIG // 1000]
+    assert whole == [(0, BIG // 1000)]
 
 
 def test_the_native_spin_wait_sees_a_new_submission_or_gives_up():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
+from launch_paths import count_general_launches
 import backends.cuda.runtime as runtime
 from backends.cuda import CUDABackend
 
@@ -20,19 +21,6 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no GPU to run on: {
 @pytest.fixture(scope="module")
 def gpu():
     return kk.make_backend("cuda")
-
-
-def count_general_launches(backend, monkeypatch) -> list:
-    """The ndranges of the launches that go through `backend.launch`, the general path."""
-    ndranges = []
-    general = backend.launch
-
-    def launch(prepared, args, ndrange, workgroupsize):
-        ndranges.append(ndrange)
-        general(prepared, args, ndrange, workgroupsize)
-
-    monkeypatch.setattr(backend, "launch", launch)
-    return ndranges
 
 
 @pytest.fixture

@@ -1,0 +1,120 @@
+"""Launches through a launcher's fast path on the CPU (`CPU.fast_launcher`): a one-axis
+launch whose arguments are of the kinds the kernel was last launched with (NumPy arrays
+of the same dtype, dimensions, layout and writability; scalars of the same type), over
+an ndrange it was launched over before, skips the general `launch`. Everything else
+takes the general launch, with its results and errors."""
+import numpy as np
+import pytest
+
+import kernelkit as kk
+from launch_paths import count_general_launches
+
+
+@pytest.fixture
+def cpu():
+    return kk.CPU()
+
+
+@pytest.fixture
+def general_launches(cpu, monkeypatch):
+    return count_general_launches(cpu, monkeypatch)
+
+
+@kk.kernel
+def add_one(y):
+    i = kk.index(kk.Global)
+    y[i] = y[i] + 1
+
+
+@kk.kernel
+def scaled_add(y, a, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a * x[i] + y[i]
+
+
+class HostBuffer:
+    """Another library's host array, as the array interface shows it."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__array_interface__ = array.__array_interface__
+
+
+def test_repeated_launches_skip_the_general_launch_and_all_run(cpu, general_launches):
+    y = np.zeros(1000, np.float32)
+    launch = add_one(cpu, 128)
+    for _ in range(10):
+        launch(y, ndrange=1000)
+    for _ in range(10):             # a new launcher each time, as a loop body writes it
+        add_one(cpu, 128)(y, ndrange=1000)
+    kk.synchronize(cpu)
+    assert general_launches == [(1000,)]
+    np.testing.assert_array_equal(y, np.full(1000, 20, np.float32))
+
+
+def test_other_kinds_of_arguments_and_ndranges_take_the_general_launch(cpu, general_launches):
+    launch = scaled_add(cpu, 64)
+    x = np.arange(100, dtype=np.float32)
+    y = np.zeros(100, np.float32)
+    launch(y, 2.0, x, ndrange=100)
+    launch(y, 2.0, x, ndrange=100)                          # fast
+    assert len(general_launches) == 1
+    y64 = np.zeros(100)
+    launch(y64, 2.0, np.arange(100.0), ndrange=100)         # another dtype
+    launch(y, 3, x, ndrange=100)                            # an int for the float
+    launch(y, 2.0, x, ndrange=50)                           # a new ndrange: general once,
+    launch(y, 2.0, x, ndrange=50)                           # then fast
+    strided = np.zeros(200, np.float32)
+    launch(strided[::2], 2.0, x, ndrange=100)               # another layout
+    launch(HostBuffer(y), 2.0, x, ndrange=100)              # another library's array
+    launch(y, 2.0, x, ndrange=0)                            # nothing to run
+    assert general_launches == [(100,), (100,), (100,), (50,), (100,), (100,), (0,)]
+    launch(y, 2.0, x, ndrange=100)                          # fast again
+    kk.synchronize(cpu)
+    assert len(general_launches) == 7
+    np.testing.assert_array_equal(y, np.arange(100) * np.where(np.arange(100) < 50, 15, 11))
+    np.testing.assert_array_equal(y64, 2 * np.arange(100))
+    np.testing.assert_array_equal(strided[::2], 2 * np.arange(100))
+    np.testing.assert_array_equal(strided[1::2], 0)
+
+
+def test_after_fast_launches_a_read_only_array_is_still_refused_where_the_kernel_writes(
+        cpu, general_launches):
+    launch = add_one(cpu, 32)
+    y = np.zeros(64, np.float32)
+    launch(y, ndrange=64)
+    launch(y, ndrange=64)
+    frozen = np.zeros(64, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(kk.LaunchError, match="read-only"):
+        launch(frozen, ndrange=64)
+    with pytest.raises(kk.LaunchError, match="takes 1 arguments"):
+        launch(y, y, ndrange=64)
+    kk.synchronize(cpu)
+    np.testing.assert_array_equal(y, 2)
+    np.testing.assert_array_equal(frozen, 0)
+
+
+def test_fast_launches_large_enough_for_the_threads_run_on_them(cpu, general_launches):
+    n = 1 << 20
+    y = np.zeros(n, np.float32)
+    launch = add_one(cpu, 256)
+    for _ in range(3):
+        launch(y, ndrange=n)
+    kk.synchronize(cpu)
+    assert general_launches == [(n,)]
+    np.testing.assert_array_equal(y, 3)
+
+
+def test_a_debug_backend_checks_every_launch_on_the_general_path(monkeypatch):
+    checked = kk.CPU(debug=True)
+    general_launches = count_general_launches(checked, monkeypatch)
+    y = np.zeros(8, np.float32)
+    launch = add_one(checked, 8)
+    for _ in range(3):
+        launch(y, ndrange=8)
+    with pytest.raises(IndexError):
+        launch(y, ndrange=9)
+        kk.synchronize(checked)
+    kk.synchronize(checked)
+    assert general_launches == [(8,)] * 3 + [(9,)]
