@@ -1,5 +1,6 @@
 """kernelkit: a portable kernel language for Python.
 
+    import numpy as np
     import kernelkit as kk
 
     @kk.kernel
@@ -7,11 +8,29 @@
         i = kk.index(kk.Global)
         y[i] = a * x[i] + y[i]
 
-    saxpy(kk.CPU(), 256)(y, 2.0, x, ndrange=len(y))
+    backend = kk.CPU()                         # or kk.CUDABackend()
+    x = kk.ones(backend, np.float32, 1000)
+    y = kk.zeros(backend, np.float32, 1000)
+    saxpy(backend, 256)(y, 2.0, x, ndrange=len(y))
+    kk.synchronize(backend)
 
-Backends are found through the `kernelkit.backends` entry points: `kk.CPU` is the
-class registered as `cpu`."""
-from __future__ import annotations
+- Kernels: `kernel` (also `kernel(fn, source=text)` for a function whose source Python
+  did not keep), `Kernel`, and what they compile to: `code_ir`, `code_llvm`, `code_native`.
+- Inside a kernel: `index` with `Global` / `Local` / `Group` and `Linear` / `Cartesian` /
+  `NTuple`; `groupsize`, `ngroups`, `ndrange`; `localmem`, `private`; `synchronize`,
+  `synchronize_any`; the atomics (`atomic_add` ...); `deferred`; `kk.print`; the math
+  functions (`sqrt`, `exp` ..., also usable on the host); `Const` for read-only parameters.
+- Arrays on a backend: `allocate`, `empty`, `zeros`, `ones`, `full`, `empty_like`,
+  `zeros_like`, `ones_like`, `to_backend`, `to_numpy`, `copyto`; `synchronize(backend)`.
+- Backends: `CPU`, `CUDABackend`, `Backend`, `get_backend`, `make_backend`,
+  `backend_names`, `backend_unavailable_reason`. They are found through the
+  `kernelkit.backends` entry points (`kk.CPU` is the class registered as `cpu`) and
+  imported when first named.
+- Errors: `KernelkitError`, `CompileError`, `LaunchError`, `BackendError`. Their
+  tracebacks end at the call into kernelkit; `KERNELKIT_TRACEBACK=full` shows the rest.
+
+`kk.print` is not in `__all__`, so that `from kernelkit import *` keeps Python's print."""
+from typing import TYPE_CHECKING
 
 from .backend import (Backend, backend_names, backend_unavailable_reason, get_backend,
                       make_backend)
@@ -19,20 +38,51 @@ from .errors import BackendError, CompileError, KernelkitError, LaunchError
 from .lang.intrinsics import (Cartesian, Const, Global, Group, Linear, Local, NTuple,
                               atomic_add, atomic_and_, atomic_cas, atomic_exchange, atomic_max,
                               atomic_min, atomic_or_, atomic_sub, atomic_xor, deferred,
-                              groupsize, index, localmem, ndrange, private, synchronize,
+                              groupsize, index, localmem, ndrange, ngroups, private, synchronize,
                               synchronize_any)
-from .lang.intrinsics import print_ as print  # noqa: A001 - kk.print mirrors print
+from .lang.intrinsics import print_ as print  # noqa: A001,F401 - kk.print mirrors print
 from .lang.kernel import Kernel, code_ir, code_llvm, code_native, kernel
 from .lang.math import *  # noqa: F401,F403 - kk.sqrt, kk.exp, ...
-from .memory import allocate, copyto, ones, to_backend, to_numpy, zeros
+from .lang.math import __all__ as _MATH_FUNCTIONS
+from .memory import (allocate, copyto, empty, empty_like, full, ones, ones_like, to_backend,
+                     to_numpy, zeros, zeros_like)
+
+if TYPE_CHECKING:
+    # For type checkers and editors; a program imports a backend when it first names it
+    # (`__getattr__` below), through the entry points, so the core imports none.
+    from backends.cpu import CPU
+    from backends.cuda import CUDABackend
 
 __version__ = "0.1.0"
 
 _BACKEND_CLASS_NAMES = {"CPU": "cpu", "CUDABackend": "cuda"}
 
+__all__ = [
+    # kernels
+    "kernel", "Kernel", "code_ir", "code_llvm", "code_native",
+    # the kernel language
+    "index", "Global", "Local", "Group", "Linear", "Cartesian", "NTuple",
+    "groupsize", "ngroups", "ndrange", "localmem", "private", "synchronize",
+    "synchronize_any", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and_",
+    "atomic_or_", "atomic_xor", "atomic_exchange", "atomic_cas", "deferred", "Const",
+    *_MATH_FUNCTIONS,
+    # arrays
+    "allocate", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
+    "to_backend", "to_numpy", "copyto",
+    # backends
+    "CPU", "CUDABackend", "Backend", "get_backend", "make_backend", "backend_names",
+    "backend_unavailable_reason",
+    # errors
+    "KernelkitError", "CompileError", "LaunchError", "BackendError",
+]
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> type:
     if name in _BACKEND_CLASS_NAMES:
         from .backend import backend_class
         return backend_class(_BACKEND_CLASS_NAMES[name])
     raise AttributeError(f"module 'kernelkit' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_BACKEND_CLASS_NAMES})

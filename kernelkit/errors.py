@@ -1,6 +1,19 @@
 """The exceptions a user can cause. Each names the kernel, where in its source the
-problem is, and what to do about it."""
+problem is, and what to do about it.
+
+An error raised by a launch (or another function of kernelkit a user calls) reaches the
+user with a traceback that ends at that call: the frames of kernelkit's compiler and
+runtime say nothing about the user's program, and the error's message already points
+at the line of the kernel at fault. `KERNELKIT_TRACEBACK=full` keeps every frame, and
+so does an `InternalCompilerError` (a bug in kernelkit, whose frames are its report)."""
 from __future__ import annotations
+
+import functools
+import os
+
+TRACEBACK_VARIABLE = "KERNELKIT_TRACEBACK"
+"""The environment variable that, set to `full`, keeps kernelkit's own frames in the
+tracebacks of the errors it raises."""
 
 
 class KernelkitError(Exception):
@@ -21,6 +34,14 @@ class SourceError(KernelkitError):
         self.source_line = source_line
         self.hint = hint
         super().__init__(self._render())
+
+    def in_kernel(self, kernel: str) -> SourceError:
+        """This error, saying which kernel it is in where it did not yet (an error in a
+        device function raised before the kernel was known)."""
+        if self.kernel is None:
+            self.kernel = kernel
+            self.args = (self._render(),)
+        return self
 
     def _render(self) -> str:
         where = []
@@ -45,9 +66,51 @@ class CompileError(SourceError):
     """The kernel cannot be compiled: unsupported syntax, an undefined name, a type error."""
 
 
+class InternalCompilerError(CompileError):
+    """The compiler failed on a kernel it should have compiled or refused: a bug in
+    kernelkit. The exception it failed with is its `__cause__`."""
+
+
 class LaunchError(KernelkitError):
     """A launch was asked for with wrong arguments or sizes."""
 
 
 class BackendError(KernelkitError):
     """A backend cannot be used or cannot do what was asked."""
+
+
+def keeps_internal_frames(error: BaseException) -> bool:
+    """Whether `error` reaches the user with kernelkit's own frames: a bug in kernelkit,
+    or any error while `KERNELKIT_TRACEBACK=full`."""
+    return isinstance(error, InternalCompilerError) or \
+        os.environ.get(TRACEBACK_VARIABLE, "").lower() == "full"
+
+
+def without_internal_frames(error: KernelkitError) -> KernelkitError:
+    """`error` to raise again from the function of kernelkit the user called (where
+    `keeps_internal_frames(error)` is false):
+
+        except KernelkitError as error:
+            if keeps_internal_frames(error):
+                raise
+            raise without_internal_frames(error)
+
+    Its traceback then ends at that call. The exception it was raised while handling
+    (an internal detail) is not shown; one it was raised `from` on purpose still is."""
+    error.__suppress_context__ = True
+    return error.with_traceback(None)
+
+
+def raised_at_the_call(function):
+    """`function` raising kernelkit's errors as from the user's call to it
+    (`without_internal_frames`); for functions off the launch path (the launch writes the
+    same lines out, a call cheaper)."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except KernelkitError as error:
+            if keeps_internal_frames(error):
+                raise
+            raise without_internal_frames(error)  # KERNELKIT_TRACEBACK=full shows the rest
+    return call

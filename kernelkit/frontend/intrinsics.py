@@ -118,8 +118,17 @@ def groupsize_(tr, node):
     return tr.make_tuple([tr.constant(s, T.int64) for s in group_sizes(tr)])
 
 
+@handles(kk.ngroups)
+def ngroups_(tr, node):
+    positional(tr, node, 0, 0, "kk.ngroups")
+    # Computed from the group size as compiled: a backend must not change the groups' shape.
+    tr.context.module.notes[WORK_GROUPS_OBSERVED] = True
+    return tr.make_tuple([number_of_groups(tr, d, node) for d in range(len(group_sizes(tr)))])
+
+
 @handles(kk.ndrange)
 def ndrange_(tr, node):
+    """The global size, as KernelAbstractions' `@ndrange()` gives it."""
     positional(tr, node, 0, 0, "kk.ndrange")
     return tr.make_tuple([geometry(tr, NDRANGE, d) for d in range(len(group_sizes(tr)))])
 

@@ -2,29 +2,40 @@
 
 `k(backend, workgroupsize=None, ndrange=None)` gives a launch function (a `Launcher`'s);
 calling it with the arguments launches. Each distinct (backend, workgroupsize, argument
-types) is compiled once; later launches find it with one dictionary lookup."""
+types) is compiled once; later launches find it with one dictionary lookup.
+
+The functions here a user calls raise kernelkit's errors with a traceback that ends at
+the call (`errors.without_internal_frames`): a compile error's message points at the
+kernel's line, and the frames of the compiler below would only hide it."""
 from __future__ import annotations
 
 import functools
 import inspect
+from typing import Callable, overload
 
 import numpy as np
 
-from ..errors import CompileError, KernelkitError, LaunchError
+from ..errors import (InternalCompilerError, KernelkitError, LaunchError, SourceError,
+                      keeps_internal_frames, raised_at_the_call, without_internal_frames)
+from ..frontend.source import kernel_function
 from ..runtime.arguments import array_type_of
-from ..runtime.geometry import as_sizes
+from ..runtime.geometry import as_sizes, fit_workgroupsize
 from .intrinsics import Const
 
 
 class Kernel:
+    """A kernel: made by `@kk.kernel`, launched by `kernel(backend, workgroupsize)(args...,
+    ndrange=n)`. `function` is the Python function compiled (see `kernel`)."""
     __kernelkit_kernel__ = True
 
-    def __init__(self, function):
+    def __init__(self, function, source: str | None = None):
+        if isinstance(function, Kernel):   # kk.kernel(k, source=...) of a kernel exec made
+            function = function.__wrapped__
         if not inspect.isfunction(function):
             raise KernelkitError(f"@kk.kernel decorates a plain Python function, not "
                                  f"{type(function).__name__}")
         functools.update_wrapper(self, function)
-        self.function = function
+        self.function = kernel_function(function, source)
         self.name = function.__name__
         signature = inspect.signature(function)
         self.parameters = list(signature.parameters)
@@ -45,20 +56,28 @@ class Kernel:
             launcher = key = None
         if launcher is not None:
             return launcher
+        try:
+            launcher = self._new_launcher(backend, workgroupsize, ndrange)
+        except KernelkitError as error:
+            if keeps_internal_frames(error):
+                raise
+            raise without_internal_frames(error)  # KERNELKIT_TRACEBACK=full shows the rest
+        if key is not None:
+            if len(self._launchers) >= 64:
+                self._launchers.clear()
+            self._launchers[key] = launcher
+        return launcher
+
+    def _new_launcher(self, backend, workgroupsize, ndrange):
         if not hasattr(backend, "launch"):
             raise LaunchError(f"kernel '{self.name}': the first argument must be a backend such "
                               f"as kk.CPU(), got {type(backend).__name__}; launch with "
                               f"{self.name}(backend, workgroupsize)(args..., ndrange=n)")
         if workgroupsize is not None:
             workgroupsize = as_sizes(workgroupsize, "workgroupsize", self.name)
-        launcher = Launcher(self, backend, workgroupsize,
-                            None if ndrange is None else as_sizes(ndrange, "ndrange",
-                                                                  self.name)).function
-        if key is not None:
-            if len(self._launchers) >= 64:
-                self._launchers.clear()
-            self._launchers[key] = launcher
-        return launcher
+        return Launcher(self, backend, workgroupsize,
+                        None if ndrange is None else as_sizes(ndrange, "ndrange",
+                                                              self.name)).function
 
     def __repr__(self) -> str:
         return f"<kernel {self.name}>"
@@ -78,13 +97,16 @@ class Kernel:
         job = backend.compiler_job(self.function, argtypes, workgroupsize=workgroupsize)
         try:
             return compile_job(job)
+        except SourceError as error:   # in a device function: say which kernel called it
+            error.in_kernel(self.name)
+            raise
         except KernelkitError:
             raise
         except Exception as error:  # a compiler bug: say so, and keep the cause attached
-            raise CompileError(f"internal compiler error: {type(error).__name__}: {error}",
-                               kernel=self.name,
-                               hint="this is a bug in kernelkit; please report it with the "
-                                    "kernel's source") from error
+            raise InternalCompilerError(f"internal compiler error: {type(error).__name__}: "
+                                        f"{error}", kernel=self.name,
+                                        hint="this is a bug in kernelkit; please report it "
+                                             "with the kernel's source") from error
 
 
 MAX_SPECIALIZATIONS = 256
@@ -153,9 +175,7 @@ class Launcher:
                                   f"workgroupsize={workgroupsize} but created with the static "
                                   f"workgroupsize {self.workgroupsize}")
         if len(workgroupsize) != len(ndrange):
-            raise LaunchError(f"kernel '{kernel.name}': ndrange {ndrange} has {len(ndrange)} "
-                              f"dimensions but workgroupsize {workgroupsize} has "
-                              f"{len(workgroupsize)}")
+            workgroupsize = fit_workgroupsize(workgroupsize, ndrange, kernel.name)
         return ndrange, workgroupsize
 
     def launch(self, args: tuple, ndrange, workgroupsize) -> None:
@@ -205,9 +225,14 @@ def _launch_function(launcher: Launcher):
     kernel = launcher.kernel
 
     def launch(*args, ndrange=None, workgroupsize=None) -> None:
-        if type(ndrange) is int and workgroupsize is None and launcher._fire(args, ndrange):
-            return
-        launcher.launch(args, ndrange, workgroupsize)
+        try:
+            if type(ndrange) is int and workgroupsize is None and launcher._fire(args, ndrange):
+                return
+            launcher.launch(args, ndrange, workgroupsize)
+        except KernelkitError as error:
+            if keeps_internal_frames(error):
+                raise
+            raise without_internal_frames(error)  # KERNELKIT_TRACEBACK=full shows the rest
 
     launch.__name__ = launch.__qualname__ = kernel.name
     launch.__doc__ = (f"Launch kernel '{kernel.name}': {kernel.name}("
@@ -217,9 +242,41 @@ def _launch_function(launcher: Launcher):
     return launch
 
 
-def kernel(function) -> Kernel:
-    """Make a plain Python function a kernel: `@kk.kernel`."""
-    return Kernel(function)
+@overload
+def kernel(function: Callable, /, *, source: str | None = None) -> Kernel: ...
+
+
+@overload
+def kernel(*, source: str | None = None) -> Callable[[Callable], Kernel]: ...
+
+
+def kernel(function: Callable | None = None, /, *, source: str | None = None):
+    """Make a plain Python function a kernel:
+
+        @kk.kernel
+        def scale(y, a, x: kk.Const):
+            i = kk.index(kk.Global)
+            y[i] = a * x[i]
+
+        scale(backend, 256)(y, 2.0, x, ndrange=len(y))
+
+    The kernel is compiled from the function's source, which kernelkit reads where Python
+    keeps it: a file, a Jupyter or IPython cell, the prompt of Python 3.13 or later,
+    `python -c`, or text a program registered in `linecache`. Where Python did not keep it
+    (`exec()` of a string, the prompt of Python 3.12 or earlier, a script read from
+    standard input), give it as `source`, the text that defines the function: the whole
+    text given to `exec()` (then the device functions it defines are found there too), or
+    the function's definition alone.
+
+        namespace = {"kk": kk}
+        exec(text, namespace)
+        scale = kk.kernel(namespace["scale"], source=text)
+
+    `@kk.kernel(source=text)` decorates with a given source too. The kernel is compiled
+    from `source`, not from the code Python compiled, so keep them the same."""
+    if function is None:
+        return functools.partial(Kernel, source=source)
+    return Kernel(function, source)
 
 
 def _is_const(annotation, function) -> bool:
@@ -246,16 +303,19 @@ def _compiled_for_reflection(kernel: Kernel, backend, args, ndrange, workgroupsi
     return kernel.specialize(backend, argtypes, workgroupsize)
 
 
+@raised_at_the_call
 def code_ir(kernel: Kernel, backend, *args, ndrange=None, workgroupsize=None) -> str:
     """The kernel's typed IR after optimization, as text."""
     return _compiled_for_reflection(kernel, backend, args, ndrange, workgroupsize).ir
 
 
+@raised_at_the_call
 def code_llvm(kernel: Kernel, backend, *args, ndrange=None, workgroupsize=None) -> str:
     """The kernel's optimized LLVM IR."""
     return _compiled_for_reflection(kernel, backend, args, ndrange, workgroupsize).llvm_ir
 
 
+@raised_at_the_call
 def code_native(kernel: Kernel, backend, *args, ndrange=None, workgroupsize=None) -> str:
     """The kernel's native assembly (PTX on CUDA)."""
     return _compiled_for_reflection(kernel, backend, args, ndrange, workgroupsize).assembly()
