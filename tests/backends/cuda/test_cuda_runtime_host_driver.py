@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,26 +26,57 @@ except ImportError as error:
 
 HERE = Path(__file__).parent
 SELECTION = "cuda or launch_errors or arrays_and_indexing"
+NOT_RUN = [
+    (REASON is None, "a GPU runs these tests for real here"),
+    (BINDINGS is not None, str(BINDINGS)),
+    (shutil.which(os.environ.get("CC") or "cc") is None,
+     "the stand-in libcuda.so.1 is built with a C compiler: cc, or $CC"),
+    (getattr(runtime, "HOST_DRIVER", False), "already on the host driver"),
+]
+_run: dict = {}   # the run under way: its process and the file its output goes to
 
 
-@pytest.mark.skipif(REASON is None, reason="a GPU runs these tests for real here")
-@pytest.mark.skipif(BINDINGS is not None, reason=str(BINDINGS))
-@pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None,
-                    reason="the stand-in libcuda.so.1 is built with a C compiler: cc, or $CC")
-@pytest.mark.skipif(getattr(runtime, "HOST_DRIVER", False),
-                    reason="already on the host driver")
+def start() -> None:
+    """Start the run on the host driver (once), in a process of its own: the suite's
+    conftest starts it as soon as the tests are collected, so that it runs beside them
+    (on another core) rather than after them."""
+    if _run or any(condition for condition, _ in NOT_RUN):
+        return
+    root = HERE.parents[2]
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE), str(root), os.environ.get("PYTHONPATH", "")]))
+    output = tempfile.TemporaryFile("w+")   # a file, not a pipe: nothing waits to be read
+    _run["output"] = output
+    _run["process"] = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "host_driver", "-p", "no:cacheprovider",
+         "tests", "-k", SELECTION], cwd=root, env=environment, stdout=output,
+        stderr=subprocess.STDOUT, text=True)
+
+
+def stop() -> None:
+    """End the run if it is still going (the suite stopped before its test)."""
+    process = _run.get("process")
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.skipif(any(condition for condition, _ in NOT_RUN),
+                    reason="; ".join(reason for condition, reason in NOT_RUN if condition))
 def test_the_cuda_tests_on_a_host_memory_driver():
     """Every CUDA test case, the launch-error tests and the array tests, through the CUDA
     runtime and cuda-python's bindings on `host_driver` (device memory is host memory,
     work runs when it is waited for, a launch runs the CPU build of the kernel), which
     fails a test that makes a call the real driver would refuse."""
-    root = HERE.parents[2]
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE), str(root), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "host_driver",
-                             "-p", "no:cacheprovider", "tests", "-k", SELECTION],
-                            cwd=root, env=environment, capture_output=True, text=True,
-                            timeout=1200)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    summary = result.stdout.strip().splitlines()[-1]
+    start()
+    process, output = _run["process"], _run["output"]
+    try:
+        process.wait(timeout=1200)
+    finally:
+        stop()
+    output.seek(0)
+    lines = output.read()
+    output.close()
+    assert process.returncode == 0, lines[-8000:]
+    summary = lines.strip().splitlines()[-1]
     assert " passed" in summary and "failed" not in summary, summary
