@@ -81,6 +81,18 @@ def matmul_tiled(c, a: kk.Const, b: kk.Const, k):
     c[i, j] = acc
 
 
+def add_up_in_place(scratch, local):
+    """scratch[0] = the sum of `scratch` (one element per work-item of the group), by a
+    tree: each step, the first half of the work-items add the second half's elements."""
+    kk.synchronize()
+    active = REDUCTION_GROUP // 2
+    while active > 0:
+        if local < active:
+            scratch[local] += scratch[local + active]
+        kk.synchronize()
+        active //= 2
+
+
 @kk.kernel
 def group_sums(partial, x: kk.Const, n):
     """Each work-item sums x[i], x[i + stride], ... (stride = the ndrange), then the group
@@ -94,13 +106,7 @@ def group_sums(partial, x: kk.Const, n):
         acc += x[p]
     scratch = kk.localmem(np.float32, (REDUCTION_GROUP,))
     scratch[local] = acc
-    kk.synchronize()
-    active = REDUCTION_GROUP // 2
-    while active > 0:
-        if local < active:
-            scratch[local] += scratch[local + active]
-        kk.synchronize()
-        active //= 2
+    add_up_in_place(scratch, local)
     if local == 0:
         partial[group] = scratch[0]
 
@@ -117,13 +123,7 @@ def tree_sums(partial, x: kk.Const, n):
     if i < n:
         value = x[i]
     scratch[local] = value
-    kk.synchronize()
-    active = REDUCTION_GROUP // 2
-    while active > 0:
-        if local < active:
-            scratch[local] += scratch[local + active]
-        kk.synchronize()
-        active //= 2
+    add_up_in_place(scratch, local)
     if local == 0:
         partial[group] = scratch[0]
 
@@ -138,13 +138,7 @@ def atomic_sum(total, x: kk.Const, n):
     if i < n:
         value = x[i]
     scratch[local] = value
-    kk.synchronize()
-    active = REDUCTION_GROUP // 2
-    while active > 0:
-        if local < active:
-            scratch[local] += scratch[local + active]
-        kk.synchronize()
-        active //= 2
+    add_up_in_place(scratch, local)
     if local == 0:
         kk.atomic_add(total, 0, scratch[0])
 

@@ -504,80 +504,111 @@ def bench_matmul_tiled(ctx: Context) -> Measurement:
     return _bench_matmul(ctx, kernels.matmul_tiled)
 
 
-def bench_sum(ctx: Context) -> Measurement:
+def _sum_case(ctx: Context, runner) -> Measurement:
+    """The sum of n float32 next to the peers' sums: `runner(x, n)` makes the function
+    that sums the backend array x and returns the result."""
     n = ctx.sizes.reduction
     x_host = np.random.default_rng(0).random(n, dtype=np.float32)
     expected = np.sum(x_host, dtype=np.float64)
-    group, groups = kernels.REDUCTION_GROUP, kernels.REDUCTION_GROUPS
 
     def kernelkit_side() -> tuple[Timing, bool]:
-        x = kk.to_backend(ctx.backend, x_host)
+        run = runner(kk.to_backend(ctx.backend, x_host), n)
+        correct = abs(run() - expected) <= 1e-4 * expected
+        return measure(run, ctx.sizes.repeats), correct
+
+    return measure_case(f"{n:,}", kernelkit_side,
+                        peers=lambda: measure_peers(ctx, "total", (x_host,)))
+
+
+def bench_sum(ctx: Context) -> Measurement:
+    """REDUCTION_GROUPS groups whose work-items each add up a strided share, then one
+    group over the groups' sums."""
+    group, groups = kernels.REDUCTION_GROUP, kernels.REDUCTION_GROUPS
+
+    def runner(x, n):
         partial = kk.allocate(ctx.backend, np.float32, groups)
         result = kk.allocate(ctx.backend, np.float32, 1)
         launch = kernels.group_sums(ctx.backend, group)
 
         def run() -> float:
             launch(partial, x, n, ndrange=groups * group)
-            launch(result, partial, groups, ndrange=group)  # one group sums the partials
+            launch(result, partial, groups, ndrange=group)
             kk.synchronize(ctx.backend)
             return float(kk.to_numpy(result)[0])
+        return run
 
-        correct = abs(run() - expected) <= 1e-4 * expected
-        return measure(run, ctx.sizes.repeats), correct
-
-    return measure_case(f"{n:,}", kernelkit_side,
-                        peers=lambda: measure_peers(ctx, "total", (x_host,)))
-
-
-def _bench_user_sum(ctx: Context, atomic: bool) -> Measurement:
-    """The sum with one element per work-item: group trees, then a second launch over the
-    groups' sums (or, with `atomic`, one atomic_add per group into the result)."""
-    n = ctx.sizes.reduction
-    x_host = np.random.default_rng(0).random(n, dtype=np.float32)
-    expected = np.sum(x_host, dtype=np.float64)
-    group = kernels.REDUCTION_GROUP
-    groups = -(-n // group)
-
-    def kernelkit_side() -> tuple[Timing, bool]:
-        x = kk.to_backend(ctx.backend, x_host)
-        result = kk.zeros(ctx.backend, np.float32, 1)
-        if atomic:
-            launch = kernels.atomic_sum(ctx.backend, group)
-
-            def run() -> float:
-                kk.copyto(result, np.zeros(1, np.float32))
-                launch(result, x, n, ndrange=groups * group)
-                kk.synchronize(ctx.backend)
-                return float(kk.to_numpy(result)[0])
-        else:
-            launch = kernels.tree_sums(ctx.backend, group)
-            partial = kk.allocate(ctx.backend, np.float32, groups)
-            second = -(-groups // group)
-            partial2 = kk.allocate(ctx.backend, np.float32, second)
-
-            def run() -> float:
-                launch(partial, x, n, ndrange=groups * group)
-                launch(partial2, partial, groups, ndrange=second * group)
-                if second > 1:
-                    launch(result, partial2, second, ndrange=group)
-                else:
-                    kk.copyto(result, partial2)
-                kk.synchronize(ctx.backend)
-                return float(kk.to_numpy(result)[0])
-
-        correct = abs(run() - expected) <= 1e-4 * expected
-        return measure(run, ctx.sizes.repeats), correct
-
-    return measure_case(f"{n:,}", kernelkit_side,
-                        peers=lambda: measure_peers(ctx, "total", (x_host,)))
+    return _sum_case(ctx, runner)
 
 
 def bench_sum_tree(ctx: Context) -> Measurement:
-    return _bench_user_sum(ctx, atomic=False)
+    """One element per work-item: group trees, then launches over the groups' sums until
+    one is left (as KernelAbstractions users write it)."""
+    group = kernels.REDUCTION_GROUP
+
+    def runner(x, n):
+        launch = kernels.tree_sums(ctx.backend, group)
+        sizes = [n]
+        while sizes[-1] > 1:
+            sizes.append(-(-sizes[-1] // group))
+        partials = [x] + [kk.allocate(ctx.backend, np.float32, size) for size in sizes[1:]]
+
+        def run() -> float:
+            for size, source, partial in zip(sizes, partials, partials[1:]):
+                launch(partial, source, size, ndrange=-(-size // group) * group)
+            kk.synchronize(ctx.backend)
+            return float(kk.to_numpy(partials[-1])[0])
+        return run
+
+    return _sum_case(ctx, runner)
 
 
 def bench_sum_atomic(ctx: Context) -> Measurement:
-    return _bench_user_sum(ctx, atomic=True)
+    """One element per work-item: group trees, each group's sum atomically added into the
+    result."""
+    group = kernels.REDUCTION_GROUP
+
+    def runner(x, n):
+        launch = kernels.atomic_sum(ctx.backend, group)
+        result = kk.zeros(ctx.backend, np.float32, 1)
+        zero = np.zeros(1, np.float32)
+
+        def run() -> float:
+            kk.copyto(result, zero)
+            launch(result, x, n, ndrange=-(-n // group) * group)
+            kk.synchronize(ctx.backend)
+            return float(kk.to_numpy(result)[0])
+        return run
+
+    return _sum_case(ctx, runner)
+
+
+def saxpy_of_size(n: int) -> Callable[[Context], Measurement]:
+    """saxpy on n elements, each call a launch and a synchronize (what a small or mid-size
+    launch costs, where the arrays are in the cache), next to the peers' calls."""
+    def bench(ctx: Context) -> Measurement:
+        rng = np.random.default_rng(0)
+        x_host = rng.random(n, dtype=np.float32)
+        y_host = rng.random(n, dtype=np.float32)
+        a = np.float32(2.0)
+        calls = min(2000, max(10, 10_000_000 // n))
+
+        def kernelkit_side() -> tuple[Timing, bool]:
+            y = kk.to_backend(ctx.backend, y_host.copy())
+            x = kk.to_backend(ctx.backend, x_host)
+            launch = kernels.saxpy(ctx.backend, kernels.SAXPY_GROUP)
+            launch(y, a, x, ndrange=n)
+            correct = agrees(kk.to_numpy(y), a * x_host + y_host, rtol=1e-6)
+
+            def run() -> None:
+                for _ in range(calls):
+                    launch(y, a, x, ndrange=n)
+                    kk.synchronize(ctx.backend)
+
+            return measure(run, ctx.sizes.repeats, calls), correct
+
+        return measure_case(f"{n:,}", kernelkit_side, peers=lambda: measure_peers(
+            ctx, "saxpy", (y_host.copy(), a, x_host), calls=calls))
+    return bench
 
 
 def bench_launch_overhead(ctx: Context) -> Measurement:
@@ -1063,6 +1094,8 @@ CASES = (
     Case("sum", "ms", {"cpu": RatioTarget(1.0)}, bench_sum),
     Case("sum_tree", "ms", {"cpu": RatioTarget(1.0)}, bench_sum_tree),
     Case("sum_atomic", "ms", {"cpu": RatioTarget(1.0)}, bench_sum_atomic),
+    *(Case(f"saxpy_{n:.0e}".replace("+0", ""), "us", {"cpu": RatioTarget(1.2)},
+           saxpy_of_size(n)) for n in (1000, 10_000, 100_000, 1_000_000)),
     Case("launch_overhead", "us", {"cpu": AbsoluteTarget(20e-6, "us"),
                                    "cuda": AbsoluteTarget(5e-6, "us")}, bench_launch_overhead),
     Case("cold_compile", "s", {"cpu": AbsoluteTarget(0.3, "s"),
