@@ -13,7 +13,7 @@ from kernelkit.compiler.math_lowering import call_intrinsic, call_math_function,
 from kernelkit.ir import types as T
 from kernelkit.ir.math_functions import MATH_FUNCTIONS
 
-from .vector_math import call_vectorizable
+from .vector_math import call_vectorizable, vectorizable_fmod
 
 
 def cpu_math(builder, name: str, args, type: T.ScalarType, vector_library: str = ""):
@@ -25,7 +25,7 @@ def cpu_math(builder, name: str, args, type: T.ScalarType, vector_library: str =
 
 def _host_math(builder, name: str, args, type: T.ScalarType, vector_library: str):
     if name == "fmod":
-        return builder.frem(*args)
+        return vectorizable_fmod(builder, vector_library, args) or builder.frem(*args)
     function = MATH_FUNCTIONS[name]
     if function.exact:
         return call_intrinsic(builder, f"llvm.{name}", args)

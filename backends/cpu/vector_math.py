@@ -15,7 +15,10 @@ the same code: the same argument gives the same bits wherever its work-item fall
 One vector width per host (AVX2 where the CPU has it, else SSE): libmvec's versions for
 different widths are different code, which need not agree to the last bit. Where the host
 has no libmvec (macOS, Windows, musl, another architecture) or the function has no vector
-version, the kernel calls the C library's scalar function, as before."""
+version, the kernel calls the C library's scalar function, as before.
+
+`fmod`, which libmvec lacks, has a vector version of ours (`vectorizable_fmod`), exact
+as fmod is, with the same lanes."""
 from __future__ import annotations
 
 import ctypes.util
@@ -24,6 +27,8 @@ import platform
 
 from llvmlite import binding as llvm
 from llvmlite import ir
+
+from kernelkit.compiler.math_lowering import call_intrinsic, call_math_function
 
 LIBMVEC_AVX2 = "libmvec-avx2"
 LIBMVEC_SSE = "libmvec-sse"
@@ -90,8 +95,8 @@ def _vectorizable_function(module: ir.Module, name: str, vector_name: str, lanes
     as having `vector_name` as its vector version (and kept out of line until the
     vectorizer has seen its calls)."""
     vector = ir.VectorType(scalar, lanes)
-    vector_function = ir.Function(module, ir.FunctionType(vector, [vector] * arity),
-                                  vector_name)
+    vector_function = module.globals.get(vector_name) or \
+        ir.Function(module, ir.FunctionType(vector, [vector] * arity), vector_name)
     function = ir.Function(module, ir.FunctionType(scalar, [scalar] * arity), name)
     function.linkage = "internal"
     for attribute in ("noinline", "nounwind"):
@@ -109,4 +114,94 @@ def _vectorizable_function(module: ir.Module, name: str, vector_name: str, lanes
         splats.append(builder.shuffle_vector(first, ir.Constant(vector, ir.Undefined), zeros))
     result = builder.call(vector_function, splats)
     builder.ret(builder.extract_element(result, ir.Constant(ir.IntType(64), 0)))
+    return function
+
+
+_EXACT_QUOTIENTS = 2.0 ** 51
+"""Below this, a quotient computed in float64 is off by at most one from the true one's
+integer part, and that one is corrected."""
+
+
+def vectorizable_fmod(builder: ir.IRBuilder, library: str, args: list) -> ir.Value | None:
+    """fmod(x, y) by a function the loop vectorizer calls a vector version of (libmvec has
+    none), or None where the host has no vector library."""
+    scalar = args[0].type
+    if library not in _SHAPES or not isinstance(scalar, (ir.FloatType, ir.DoubleType)):
+        return None
+    lanes = _SHAPES[library][1 if isinstance(scalar, ir.FloatType) else 2]
+    module = builder.module
+    symbol = "fmodf" if isinstance(scalar, ir.FloatType) else "fmod"
+    name = f"kk_fmod_{symbol}"
+    function = module.globals.get(name)
+    if function is None:
+        vector_name = f"kk_fmod_{symbol}_x{lanes}"
+        _vector_fmod(module, vector_name, symbol, scalar, lanes)
+        function = _vectorizable_function(module, name, vector_name, lanes, scalar, 2)
+    return builder.call(function, args)
+
+
+def _vector_fmod(module: ir.Module, name: str, symbol: str, scalar: ir.Type,
+                 lanes: int) -> ir.Function:
+    """fmod on `lanes` lanes: in float64, the quotient's integer part q = trunc(|x| / |y|),
+    then |x| - q * |y| by one fma (exact: the result is a multiple of the smaller of the
+    two's last digit, smaller than |y|), plus |y| where q was one too large; the sign of
+    x. The lanes this does not cover (an infinite or nan argument, y = 0, a quotient of
+    2**51 or more) call the C library's `symbol`, one at a time."""
+    vector = ir.VectorType(scalar, lanes)
+    wide = ir.VectorType(ir.DoubleType(), lanes)
+    function = ir.Function(module, ir.FunctionType(vector, [vector, vector]), name)
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    x, y = function.args
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    if scalar != ir.DoubleType():
+        x_wide, y_wide = builder.fpext(x, wide), builder.fpext(y, wide)
+    else:
+        x_wide, y_wide = x, y
+    numerator = call_intrinsic(builder, "llvm.fabs", [x_wide])
+    denominator = call_intrinsic(builder, "llvm.fabs", [y_wide])
+    quotient = call_intrinsic(builder, "llvm.trunc", [builder.fdiv(numerator, denominator)])
+    remainder = call_intrinsic(builder, "llvm.fma", [builder.fneg(quotient), denominator,
+                                                     numerator])
+    negative = builder.fcmp_ordered("<", remainder, ir.Constant(wide, [0.0] * lanes))
+    remainder = builder.select(negative, builder.fadd(remainder, denominator), remainder)
+    result = call_intrinsic(builder, "llvm.copysign", [remainder, x_wide])
+    if scalar != ir.DoubleType():
+        result = builder.fptrunc(result, vector)
+    infinity = ir.Constant(wide, [float("inf")] * lanes)
+    covered = builder.and_(
+        builder.and_(builder.fcmp_ordered("<", numerator, infinity),
+                     builder.fcmp_ordered("<", denominator, infinity)),
+        builder.and_(builder.fcmp_ordered(">", denominator, ir.Constant(wide, [0.0] * lanes)),
+                     builder.fcmp_ordered("<", quotient,
+                                          ir.Constant(wide, [_EXACT_QUOTIENTS] * lanes))))
+    every = call_intrinsic(builder, "llvm.vector.reduce.and", [covered],
+                           return_type=ir.IntType(1))
+    done = function.append_basic_block("done")
+    lane_blocks = [function.append_basic_block(f"lane{lane}") for lane in range(lanes)]
+    entry, fast = builder.block, result
+    builder.cbranch(every, done, lane_blocks[0])
+    for lane, block in enumerate(lane_blocks):
+        builder.position_at_end(block)
+        index = ir.Constant(ir.IntType(32), lane)
+        exact = builder.extract_element(covered, index)
+        call_block = function.append_basic_block(f"lane{lane}_call")
+        join = function.append_basic_block(f"lane{lane}_join")
+        builder.cbranch(exact, join, call_block)
+        builder.position_at_end(call_block)
+        value = call_math_function(builder, symbol, [builder.extract_element(x, index),
+                                                     builder.extract_element(y, index)])
+        with_lane = builder.insert_element(result, value, index)
+        builder.branch(join)
+        builder.position_at_end(join)
+        merged = builder.phi(vector)
+        merged.add_incoming(result, block)
+        merged.add_incoming(with_lane, call_block)
+        result = merged
+        builder.branch(lane_blocks[lane + 1] if lane + 1 < lanes else done)
+    builder.position_at_end(done)
+    final = builder.phi(vector)
+    final.add_incoming(fast, entry)
+    final.add_incoming(result, join)
+    builder.ret(final)
     return function

@@ -195,3 +195,30 @@ def test_the_sse_versions_where_a_host_has_no_avx2():
         symbol = vector_symbol(LIBMVEC_SSE, "sinf" if dtype == np.float32 else "sin", 1,
                                np.dtype(dtype).itemsize * 8)[0]
         assert f"@{symbol}(<" in text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fmod_of_ours_is_exact_in_the_vector_loop_and_its_remainder(dtype):
+    # libmvec has no fmod: ours (vector_math.vectorizable_fmod) divides in float64 and
+    # corrects by one fma, and calls the C library for the lanes that cannot be done so
+    # (infinities, nan, y = 0, quotients of 2**51 and more). fmod is exact: every bit
+    # must be NumPy's (the C library's), the sign of zero too.
+    rng = np.random.default_rng(10)
+    finite = float(np.finfo(dtype).max)
+    x = np.concatenate([samples(rng, -finite / 2, finite / 2, 3000),
+                        rng.uniform(-100, 100, 3000)]).astype(dtype)
+    y = np.concatenate([samples(rng, -1e6, 1e6, 3000), rng.uniform(-3, 3, 3000)]).astype(dtype)
+    x, y = x[:min(len(x), len(y))], y[:min(len(x), len(y))]
+    specials = np.array(SPECIALS + [finite, -finite, np.finfo(dtype).tiny,
+                                    np.finfo(dtype).smallest_subnormal], dtype)
+    a, b = (grid.ravel() for grid in np.meshgrid(specials, specials))
+    x, y = np.concatenate([x, a, x[:5]]), np.concatenate([y, b, y[:5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.fmod(x, y)
+    got = run("fmod", x, y)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    text = kk.code_llvm(kernel_of("fmod"), kk.CPU(), got, x, y, ndrange=len(x),
+                        workgroupsize=64)
+    assert "frem" not in text and "fdiv <" in text   # a vector division, no C call per lane
