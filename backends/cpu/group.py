@@ -425,7 +425,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         plan = self.plan
         if not self.runs_once(start, block, bindings, edge_args, path):
             args = edge_args if block is not start else ()
-            leading = self.leading_items(start, block)
+            leading = self.leading_items(start, block, bindings)
             if self.first_item_only(block):
                 self.first_item(builder, lambda b: self.lower_item(b, block, values, args,
                                                                     bindings))
@@ -496,15 +496,17 @@ class GroupFunctionBuilder(EntryPointBuilder):
             others = end.successors[0]
         return False
 
-    def leading_items(self, start, block):
+    def leading_items(self, start, block, bindings):
         """(axis, bound, others) where only the work-items whose local id along `axis`
         is below a group-uniform `bound` do anything from `block` on: the block computes
         pure values none of which is kept across a barrier, and branches on
         `local_id < bound`; the others' way (`others`, a successor) goes through empty
         blocks to a barrier or the end (a step of a tree reduction in local memory,
-        `if l < step: s[l] += s[l + step]`). None otherwise."""
+        `if l < step: s[l] += s[l + step]`). None otherwise, and where a work-item
+        carries values of its own into the block (`bindings`: it would keep them for
+        after the barrier) or the others vote at a barrier_any."""
         terminator = block.ops[-1]
-        if terminator.definition is not CBR or ends_with_barrier(block) or \
+        if terminator.definition is not CBR or ends_with_barrier(block) or bindings or \
                 (block.params and block is not start):
             return None
         if any(not op.is_pure or self.is_demoted(op) for op in block.ops[:-1]):
@@ -530,7 +532,9 @@ class GroupFunctionBuilder(EntryPointBuilder):
                 return None
             if ends_with_barrier(others.block):
                 (after,) = end.successors
-                return (local.attrs["axis"], bound, after) if not after.args else None
+                votes = others.block.ops[-2].definition is BARRIER_ANY
+                return (local.attrs["axis"], bound, after) if not (after.args or votes) \
+                    else None
             others = end.successors[0]
         return None
 

@@ -24,7 +24,6 @@ import ctypes.util
 import os
 import threading
 import time
-import weakref
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -343,21 +342,21 @@ class CPU(Backend):
 
 
 def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
-    """See `CPU.fast_launcher`. It keeps what it packed last, with the ndrange, weak
-    references to the arrays it was packed from, their shapes, and the scalar objects: a
-    launch with the same ndrange, the same arrays (`is`) of the same shapes and the same
-    scalar objects (`is`: 0.0 and -0.0 are equal but packed differently) runs those
-    bytes again, without packing."""
+    """See `CPU.fast_launcher`. It keeps what it packed last, with the ndrange, the
+    fields it was packed from (each array's data address, shape and, unless C-ordered,
+    strides) and the scalar objects: a launch with the same ndrange, arrays with the same
+    fields and the same scalar objects (`is`: 0.0 and -0.0 are equal but packed
+    differently) runs those bytes again, without packing. It holds no array."""
     if prepared.debug:
         return None   # each launch has an error record of its own
     names = [f"a{index}" for index in range(len(args))]
-    namespace = {"ndarray": np.ndarray, "geometry": prepared.geometry, "reference": weakref.ref,
+    namespace = {"ndarray": np.ndarray, "geometry": prepared.geometry, "pointer": data_pointer,
                  "run": backend.run_groups, "prepared": prepared,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
                                           finish=prepared.layout.struct.pack)}
-    checks, kept, same = [], ["n"], ["last[0] == n"]
+    checks, kept = [], ["n"]
     for name, value, argtype in zip(names, args, prepared.argtypes):
         key = numpy_argument_key(value)
         if isinstance(argtype, T.ArrayType):
@@ -369,13 +368,15 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                           f"{name}.ndim == {ndim} and ({name}_flags := {name}.flags)"
                           f".c_contiguous is {contiguous} and {name}_flags.writeable is "
                           f"{writeable}")
-            kept += [f"reference({name})", f"{name}.shape"]
-            same += [f"last[{len(same)}]() is {name}", f"last[{len(same) + 1}] == {name}.shape"]
+            kept += [f"pointer({name})", f"{name}.shape"]
+            if argtype.layout != "C":
+                kept.append(f"{name}.strides")
         else:
             namespace[f"{name}_key"] = key
             checks.append(f"type({name}) is {name}_key")
             kept.append(name)
-            same.append(f"last[{len(same)}] is {name}")
+    same = " and ".join(f"record[{index}] {'is' if part in names else '=='} {part}"
+                        for index, part in enumerate(kept))
     source = (f"def make():\n"
               f"    last = (None,)\n"
               f"    def fire(args, n):\n"
@@ -383,8 +384,9 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
               f"{unpacking_source(names, '        ')}"
               f"        if not ({' and '.join(checks) or 'True'}):\n"
               f"            return False\n"
-              f"        if {' and '.join(same)}:\n"
-              f"            packed, total, items = last[-1]\n"
+              f"        record = last   # once: another thread may replace it\n"
+              f"        if {same}:\n"
+              f"            packed, total, items = record[-1]\n"
               f"        else:\n"
               f"            launch = geometry.get((n,))\n"
               f"            if launch is None:\n"

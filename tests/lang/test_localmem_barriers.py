@@ -535,3 +535,54 @@ def test_only_the_leading_columns_of_a_two_dimensional_group_run_after_a_barrier
     leading_columns_write(backend, (4, 8))(out, m, ndrange=shape)
     i, j = np.indices(shape)
     np.testing.assert_array_equal(kk.to_numpy(out), np.where(j % 8 < m, i * 100 + j + 1, 0))
+
+
+@kk.kernel
+def vote_after_leading_items(out, m):
+    """The work-items at or above m skip the block but still vote at the barrier_any."""
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    scratch = kk.localmem(np.int64, (8,))
+    scratch[local] = local
+    last = local == 7
+    kk.synchronize()
+    if local < m:
+        scratch[local] += 1
+    anyone = kk.synchronize_any(last)
+    out[i] = 1 if anyone else 0
+
+
+@kk.kernel
+def chosen_value_kept_past_leading_items(out, x: kk.Const, flag, again, m):
+    """`chosen` is each work-item's, picked by a uniform branch just before the test:
+    the work-items at or above m must keep it across the next barrier too."""
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    scratch = kk.localmem(np.float64, (8,))
+    a = x[i]
+    b = x[i] * 2.0
+    scratch[local] = 0.0
+    kk.synchronize()
+    if flag:
+        chosen = a
+    else:
+        chosen = b
+    if again:
+        if local < m:
+            scratch[local] = 1.0
+    kk.synchronize()
+    out[i] = chosen + scratch[local]
+
+
+@pytest.mark.parametrize("m", [0, 3, 8])
+def test_work_items_past_a_uniform_bound_still_vote_and_keep_their_values(backend, m):
+    n = 20
+    votes = kk.zeros(backend, np.int64, n)
+    vote_after_leading_items(backend, 8)(votes, m, ndrange=n)
+    x = np.arange(n, dtype=np.float64) + 1
+    out = kk.zeros(backend, np.float64, n)
+    chosen_value_kept_past_leading_items(backend, 8)(out, kk.to_backend(backend, x), False,
+                                                     True, m, ndrange=n)
+    local = np.arange(n) % 8
+    np.testing.assert_array_equal(kk.to_numpy(votes), (np.arange(n) < 16).astype(np.int64))
+    np.testing.assert_array_equal(kk.to_numpy(out), 2 * x + (local < m))

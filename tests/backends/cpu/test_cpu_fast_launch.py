@@ -118,3 +118,18 @@ def test_a_debug_backend_checks_every_launch_on_the_general_path(monkeypatch):
         kk.synchronize(checked)
     kk.synchronize(checked)
     assert general_launches == [(8,)] * 3 + [(9,)]
+
+
+def test_an_array_resized_in_place_between_fast_launches_is_packed_anew(cpu, general_launches):
+    launch = add_one(cpu, 32)
+    y = np.zeros(64, np.float32)
+    launch(y, ndrange=64)
+    launch(y, ndrange=64)
+    kk.synchronize(cpu)
+    y.resize(4096, refcheck=False)      # no reference kept: NumPy lets it move the data
+    launch(y, ndrange=64)               # fast: packed again, at the new address
+    launch(y, ndrange=64)
+    kk.synchronize(cpu)
+    assert general_launches == [(64,)]
+    np.testing.assert_array_equal(y[:64], 4)
+    np.testing.assert_array_equal(y[64:], 0)
