@@ -10,7 +10,9 @@ where the loop over work-items is innermost and vectorizes. The barrier changes 
 kernel can observe: without one, work-items of a group may run in any order.
 
 Loops with a small constant trip count are left alone (LLVM unrolls them whole), and so
-are loops that do no per-work-item work."""
+are loops that do no per-work-item work, and loops whose header waits at a barrier
+before it does anything (a masked loop's `barrier_any`): each of their trips is a region
+already."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,10 +51,24 @@ class LoopBarriers:
             if not any(op in varying or not op.is_pure for block in body for op in block.ops
                        if not op.is_terminator):
                 continue
+            if _passes_a_barrier_first(header):
+                continue   # each trip already starts at a barrier (a masked loop's vote)
             counted = counted_loop(header, body)
             if counted is not None and counted.trip_count(self.small_trip_count) is not None:
                 continue
             put_barriers_on_edges_into(kernel, header)
+
+
+def _passes_a_barrier_first(header: Block) -> bool:
+    """Whether the header reaches a barrier after pure operations alone: a work-item
+    then waits there on every trip, and one on the edges into it would add only a
+    second wait (a pass over the group, for a target that loops over its work-items)."""
+    for op in header.ops:
+        if op.has(Trait.BARRIER):
+            return True
+        if not op.is_pure:
+            return False
+    return False
 
 
 def put_barriers_on_edges_into(function: Function, header: Block) -> None:

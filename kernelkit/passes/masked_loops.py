@@ -2,9 +2,10 @@
 the loop's own exit condition is its only per-item difference (a grid-stride loop
 `for p in range(i, n, stride)`, a `while` on a per-item value). A work-item that would
 have left waits, its values unchanged, until a `barrier_any` says no work-item goes on;
-then all leave together. The loop is then one all work-items run alike, which
-loop-barriers can turn inside out on targets that run a group's work-items one after
-another. Results are unchanged: a waiting work-item does nothing.
+then all leave together. The loop is then one all work-items run alike, each trip
+starting at the vote: on a target that runs a group's work-items one after another, a
+trip is one pass over the group (loop-barriers adds no barrier of its own to it).
+Results are unchanged: a waiting work-item does nothing.
 
     H(x...): ...; cbr %c, ^body(a...), ^exit(b...)
 becomes

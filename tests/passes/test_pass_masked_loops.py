@@ -52,7 +52,9 @@ def under_a_per_item_branch(a, n):
 def test_a_grid_stride_loop_votes_and_becomes_uniform():
     kernel = masked(grid_stride)
     assert opcodes(kernel).count("barrier_any") == 1
-    assert opcodes(kernel).count("barrier") >= 2          # loop-barriers took it
+    # Every trip starts at the vote: loop-barriers adds no barrier of its own, which a
+    # target looping over work-items would run as a second pass over the group.
+    assert opcodes(kernel).count("barrier") == 0
     (vote,) = [op for op in kernel.ops() if op.opcode == "barrier_any"]
     assert vote not in varying_values(kernel)             # every work-item gets one answer
     assert not divergent_region(kernel, varying_values(kernel)) & \
