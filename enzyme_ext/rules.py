@@ -18,6 +18,7 @@ import numpy as np
 
 from kernelkit.compiler.driver import compile_job
 from kernelkit.errors import CompileError, KernelkitError, LaunchError
+from kernelkit.ir import types as T
 from kernelkit.lang.kernel import Launcher
 
 from .activities import (Activity, Active, Const, Duplicated, Mode, activity_class)
@@ -216,6 +217,13 @@ class Rule:
     def prepare(self, mode: str, values, shadows, ndrange, workgroupsize):
         backend, kernel = self.backend, self.kernel
         argtypes = kernel.argument_types(backend, tuple(values))
+        for name, argtype in zip(kernel.parameters, argtypes):
+            if isinstance(argtype, (T.StructType, T.TupleType)):
+                kind = "dataclass" if isinstance(argtype, T.StructType) else "tuple"
+                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is a {kind}; "
+                                  f"autodiff does not take {kind} arguments yet: pass its "
+                                  f"numbers as arguments of their own (Const, or Active to "
+                                  f"differentiate them)")
         shadow_types = tuple(
             None if shadow is None else
             backend.argument_type(shadow, False, f"d_{name}", kernel.name)

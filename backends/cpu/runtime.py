@@ -230,8 +230,9 @@ class CPU(Backend):
                               f"{_device_array_advice(value, const, name, kernel)}")
         raise unsupported_argument(value, name, kernel,
                                    "arrays in host memory (NumPy's, or any with DLPack or the "
-                                   "array interface) and Python or NumPy scalars (bool, int, "
-                                   "float)", "np.asarray({name})")
+                                   "array interface), Python or NumPy scalars (bool, int, "
+                                   "float), and frozen dataclasses and tuples of scalars",
+                                   "np.asarray({name})")
 
     def default_workgroupsize(self, ndim):
         return default_workgroupsize(ndim, 1024)
@@ -312,11 +313,11 @@ class CPU(Backend):
 
     def fast_launcher(self, prepared: PreparedKernel, args):
         """`fire(args, n) -> bool` (`Backend.fast_launcher`) where every argument is a NumPy
-        array or a scalar and the kernel checks no accesses, else None: one generated
-        function that checks the arguments' kinds as `argument_key` tells them apart,
-        packs the record with one `struct.pack` and runs the launch (`run_groups`). It knows the
-        ndranges `launch` has launched `prepared` over (`prepared.geometry`); any other
-        goes through `launch` first."""
+        array or a scalar (not a struct or tuple) and the kernel checks no accesses, else
+        None: one generated function that checks the arguments' kinds as `argument_key`
+        tells them apart, packs the record with one `struct.pack` and runs the launch
+        (`run_groups`). It knows the ndranges `launch` has launched `prepared` over
+        (`prepared.geometry`); any other goes through `launch` first."""
         if prepared.fire is None:
             prepared.fire = _fast_launcher(self, prepared, args) or False
         return prepared.fire or None
@@ -349,6 +350,8 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
     differently) runs those bytes again, without packing. It holds no array."""
     if prepared.debug:
         return None   # each launch has an error record of its own
+    if not all(isinstance(argtype, (T.ArrayType, T.ScalarType)) for argtype in prepared.argtypes):
+        return None   # a struct or tuple argument: `launch` packs its leaves
     names = [f"a{index}" for index in range(len(args))]
     namespace = {"ndarray": np.ndarray, "geometry": prepared.geometry, "pointer": data_pointer,
                  "run": backend.run_groups, "prepared": prepared,

@@ -38,7 +38,8 @@ from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
                                          numpy_argument_type, packing_function,
                                          read_only_argument, scalar_conversion, scalar_type_of,
-                                         unpacking_source, unsupported_argument)
+                                         struct_type_of, unpacking_source,
+                                         unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
@@ -54,7 +55,8 @@ BLOCKS_PER_MULTIPROCESSOR = 8   # 2048 resident threads / 256
 _LEGACY_STREAMS = (None, 0, 1)   # the legacy default stream: our stream syncs with it
 _KEEP_LIMIT = 256                # host buffers kept for queued copies before pruning
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-_CUDA_ACCEPTS = "GPU arrays (kk.to_backend, CuPy, PyTorch) and Python or NumPy scalars"
+_CUDA_ACCEPTS = ("GPU arrays (kk.to_backend, CuPy, PyTorch), Python or NumPy scalars, and "
+                 "frozen dataclasses and tuples of scalars")
 
 
 class CompileOnlyError(BackendError):
@@ -582,6 +584,9 @@ class CUDABackend(Backend):
         scalar = scalar_type_of(value)
         if scalar is not None:
             return scalar
+        struct = struct_type_of(value, name, kernel)
+        if struct is not None:
+            return struct
         if type(value) is not CUDAArray:
             kind = foreign_kind(value)
             if kind is None:
@@ -729,11 +734,11 @@ class CUDABackend(Backend):
 
     def fast_launcher(self, prepared: PreparedKernel, args):
         """`fire(args, n) -> bool` (`Backend.fast_launcher`) where every argument is one of
-        this backend's own arrays or a scalar, else None: one generated function that
-        checks the arguments' kinds, packs them and launches, with no call in between
-        but the packing's `struct.pack` and the launch itself. It knows the grids of the
-        ndranges `launch` has launched `prepared` over (`prepared.geometry`); any other
-        goes through `launch` first.
+        this backend's own arrays or a scalar (not a struct or tuple), else None: one
+        generated function that checks the arguments' kinds, packs them and launches, with
+        no call in between but the packing's `struct.pack` and the launch itself. It knows
+        the grids of the ndranges `launch` has launched `prepared` over
+        (`prepared.geometry`); any other goes through `launch` first.
 
         It keeps what it packed last, with the ndrange, the arrays' fields and the scalar
         objects it was packed from: a launch with the same ndrange, the same fields tuples
@@ -741,6 +746,9 @@ class CUDABackend(Backend):
         equal but packed differently) launches those bytes again, without packing."""
         if prepared.fire is not None:
             return prepared.fire
+        if not all(isinstance(argtype, (T.ArrayType, T.ScalarType))
+                   for argtype in prepared.argtypes):
+            return None   # a struct or tuple argument: `launch` packs its leaves
         names = [f"a{index}" for index in range(len(args))]
         namespace = {"CUDAArray": CUDAArray, "backend": self, "prepared": prepared,
                      "geometry": prepared.geometry, "EMPTY": _EMPTY,

@@ -7,7 +7,8 @@
   - `expressions`: expressions, and the typed building blocks over `ir.builder`;
   - `calls`: calls to the language's functions, device functions, markers, references.
 - `intrinsics`: the table of the language's functions (`kk.*`, `math.*`, builtins).
-- `values`: what a name can stand for (an IR value or a compile-time Python object).
+- `values`: what a name can stand for (an IR value, a compile-time Python object, or a
+  dataclass argument's fields).
 - `source`: reading a function's source, its closure, and naming syntax in errors.
 
 The frontend knows the kernel language but no backend."""

@@ -1,9 +1,10 @@
 """Calls: to the language's functions (the `intrinsics` table), to device functions
 (arguments bound to parameters as Python binds them, with keywords and constant defaults;
-each function translated once per argument types), to plugins' markers, through function
-references made by `kk.deferred`, and to objects that give their calls a meaning of
-their own (`__kernelkit_call__(site)`, with a `CallSite`: how enzyme_ext's `autodiff` and
-custom derivative rules are called inside kernels).
+each function translated once per argument types; a dataclass passed as its scalar
+leaves), to plugins' markers, through function references made by `kk.deferred`, and to
+objects that give their calls a meaning of their own (`__kernelkit_call__(site)`, with a
+`CallSite`: how enzyme_ext's `autodiff` and custom derivative rules are called inside
+kernels).
 
 `Calls` is mixed into `translate.FunctionTranslator`; a callee is translated through
 `specialize.translate_function`, with the shared `TranslationContext`."""
@@ -22,7 +23,7 @@ from ..lang.markers import Marker
 from .intrinsics import lookup_intrinsic
 from .source import describe
 from .specialize import TranslationContext, translate_function
-from .values import PyConst
+from .values import PyConst, StructValue
 
 
 class Calls:
@@ -54,7 +55,7 @@ class Calls:
             raise self.error(f"'{marker.name}' takes no keyword arguments", node)
         args = [self.expr(argument) for argument in node.args]
         for value, argument in zip(args, node.args):
-            if isinstance(value, PyConst):
+            if isinstance(value, (PyConst, StructValue)):
                 raise self.error(f"'{marker.name}' takes numbers and arrays, got "
                                  f"{self.type_name(value)}", argument)
         result = marker.result_type(tuple(a.type for a in args))
@@ -114,8 +115,19 @@ class Calls:
             finally:
                 self.context.stack.pop()
             self.context.specializations[key] = callee
-        operands = [a for a in args if not isinstance(a, PyConst)]
+        operands = [leaf for a in args if not isinstance(a, PyConst)
+                    for leaf in (self.scalar_leaves(a) if isinstance(a, StructValue) else [a])]
         return self.builder.op("call", operands, callee.return_type, {"callee": callee.name})
+
+    def scalar_leaves(self, value) -> list[Value]:
+        """The values of a struct's leaves (`T.leaves`), as the parameters of a function
+        it is passed to take them."""
+        if isinstance(value, StructValue):
+            return [leaf for field in value.fields.values() for leaf in self.scalar_leaves(field)]
+        if isinstance(value.type, T.TupleType):
+            return [leaf for position in range(len(value.type.elements))
+                    for leaf in self.scalar_leaves(self.extract(value, position))]
+        return [value]
 
     def bind_arguments(self, target, node: ast.Call) -> list:
         """The values of `target`'s parameters at the call `node`, in the order of its

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import functools
 from collections.abc import Callable
 
@@ -20,7 +21,7 @@ from ..ir.builder import TypingError
 from ..ir.definitions import OpDefinition
 from ..ir.ops import Value, constant_value
 from .source import describe
-from .values import PyConst, Undefined, is_const
+from .values import PyConst, StructValue, Undefined, is_const
 
 
 class Expressions:
@@ -47,7 +48,7 @@ class Expressions:
             value = self.env[name]
             if isinstance(value, Undefined):
                 raise self.error(f"'{name}' may be undefined here: {value.reason}", node,
-                                 hint=f"assign '{name}' before {value.before}")
+                                 hint=value.hint or f"assign '{name}' before {value.before}")
             return value
         if name in self.closure:
             return self.python_value(self.closure[name], node)
@@ -84,6 +85,8 @@ class Expressions:
                 raise self.error(f"{describe(node.value)} has no attribute '{node.attr}'",
                                  node) from None
             return self.python_value(value, node)
+        if isinstance(base, StructValue):
+            return self.field(base, node)
         if isinstance(base.type, T.ArrayType):
             if node.attr == "shape":
                 return self.make_tuple([self.array_dim(base, axis)
@@ -99,8 +102,27 @@ class Expressions:
         raise self.error(f"a {self.type_name(base)} has no attribute '{node.attr}' in kernels",
                          node)
 
+    def field(self, struct: StructValue, node: ast.Attribute):
+        """`p.x`: the value of a field of a dataclass argument."""
+        value = struct.fields.get(node.attr)
+        if value is None:
+            names = list(struct.fields)
+            close = difflib.get_close_matches(node.attr, names, n=1)
+            raise self.error(f"{describe(node.value)} is a {struct.class_name}, a dataclass "
+                             f"without a field '{node.attr}'; its fields are "
+                             f"{', '.join(names) or 'none'}", node,
+                             hint=f"did you mean '{describe(node.value)}.{close[0]}'?" if close
+                             else f"add the field '{node.attr}' to {struct.class_name}, or "
+                                  f"read one it has")
+        return value
+
     def expr_Tuple(self, node: ast.Tuple):
         elements = [self.expr(e) for e in node.elts]
+        for element, element_node in zip(elements, node.elts):
+            if isinstance(element, StructValue):
+                raise self.error(f"a tuple cannot hold a dataclass ({describe(element_node)} is "
+                                 f"a {element.class_name})", element_node,
+                                 hint="put its fields in the tuple, or use it as it is")
         if any(isinstance(e, PyConst) for e in elements):
             if all(isinstance(e, PyConst) for e in elements):
                 return PyConst(tuple(e.value for e in elements))
@@ -230,7 +252,7 @@ class Expressions:
         for block, branch in ((then_block, node.body), (else_block, node.orelse)):
             self.builder.position_at_end(block)
             value = self.expr(branch)
-            if isinstance(value, PyConst) or isinstance(value.type, T.ArrayType):
+            if isinstance(value, (PyConst, StructValue)) or isinstance(value.type, T.ArrayType):
                 raise self.error("a conditional expression must choose between numbers or "
                                  "tuples", branch)
             results.append((self.builder.block, value))

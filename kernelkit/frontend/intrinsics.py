@@ -21,7 +21,7 @@ from ..ir.definitions import (ATOMICS, GROUP_ID, LOCAL_ID, LOCALMEM, MATH, NDRAN
 from ..ir.math_functions import MATH_FUNCTIONS, MathFunction
 from ..ir.ops import constant_value
 from ..lang import intrinsics as kk
-from .values import PyConst, is_const
+from .values import PyConst, StructValue, is_const
 
 _HANDLERS: dict[int, object] = {}
 _KEEPALIVE: list = []  # the objects whose ids key _HANDLERS
@@ -263,7 +263,8 @@ def print_(tr, node):
             pieces.append("{}")
             values.append(arg)
         else:
-            raise tr.error(f"kk.print can print numbers and strings, not a {arg.type.name}", node)
+            raise tr.error(f"kk.print can print numbers and strings, not a {tr.type_name(arg)}",
+                           node)
     text = options["sep"].join(pieces) + options["end"]
     tr.builder.op("print", values, T.void, {"format": text})
     return PyConst(None)
@@ -386,7 +387,7 @@ def deferred(tr, node):
         raise tr.error(f"kk.deferred needs a plain Python function first, got "
                        f"{tr.type_name(function)}", node.args[0])
     for value, argument in zip(values, node.args[1:]):
-        if isinstance(value, PyConst):
+        if isinstance(value, (PyConst, StructValue)):
             raise tr.error(f"kk.deferred takes numbers and arrays after the function, got "
                            f"{tr.type_name(value)}", argument)
     return tr.defer(function.value, tuple(v.type for v in values), node)

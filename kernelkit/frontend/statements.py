@@ -25,7 +25,7 @@ from ..ir.function import Block
 from ..ir.ops import BlockParam, Location, Op, Value, constant_value
 from .source import describe
 from .specialize import Retype
-from .values import UNDEFINED, PyConst, Undefined, is_const
+from .values import UNDEFINED, PyConst, StructValue, Undefined, is_const
 
 # A loop over a constant range is unrolled for a tuple index only up to this many
 # iterations: tuples are short, and each iteration is a copy of the body.
@@ -94,6 +94,8 @@ class Statements:
             current = self.subscript_load(array, index, target)
             value = self.binary(op, current, self.expr(node.value), node)
             self.subscript_store(array, index, value, target)
+        elif isinstance(target, ast.Attribute):
+            self.assign_attribute(target)
         else:
             raise self.error("only names and array elements can be updated in place", node)
 
@@ -132,7 +134,7 @@ class Statements:
             value_type = T.void
         else:
             value = self.expr(node.value)
-            if isinstance(value, PyConst):
+            if isinstance(value, (PyConst, StructValue)):
                 raise self.error("a device function must return numbers, arrays or tuples of "
                                  "them", node)
             value_type = value.type
@@ -336,6 +338,12 @@ class Statements:
         assigned = _assigned_names(body) | set(extra)
         if isinstance(node, ast.For):
             assigned |= _target_names(node.target)
+        for name in assigned:
+            if isinstance(self.env.get(name), StructValue):
+                raise self.error(f"'{name}' holds a dataclass and is assigned again inside the "
+                                 f"loop; a dataclass cannot change from one iteration to the "
+                                 f"next", node, hint=f"give the value assigned in the loop "
+                                                     f"another name than '{name}'")
         carried = [name for name in self.env
                    if name in assigned and isinstance(self.env[name], Value)]
         # Names the loop is first to assign: undefined in it until assigned, and after it
@@ -508,6 +516,12 @@ class Statements:
                 merged[name] = undefined[0]
             elif all(v is first for v in values):
                 merged[name] = first
+            elif any(isinstance(v, StructValue) for v in values):
+                merged[name] = Undefined(
+                    reason="it holds different dataclasses, or a dataclass and another value, "
+                           "on different paths",
+                    hint=f"read the fields you need into variables on each path, and use "
+                         f"those after the if/loop instead of '{name}'")
             elif any(isinstance(v, PyConst) for v in values):
                 merged[name] = first if all(v == first for v in values) else UNDEFINED
             else:
@@ -554,9 +568,21 @@ class Statements:
             index = self.expr(target.slice)
             self.subscript_store(array, index, value, target)
         elif isinstance(target, ast.Attribute):
-            raise self.error("attributes cannot be assigned in kernels", target)
+            self.assign_attribute(target)
         else:
             raise self.error(f"cannot assign to {describe(target)}", target)
+
+    def assign_attribute(self, target: ast.Attribute) -> None:
+        """`p.x = ...`: always an error; the one for a dataclass argument says what to do."""
+        base = self.expr(target.value)
+        if isinstance(base, StructValue):
+            raise self.error(f"{describe(target)} cannot be assigned: {describe(target.value)} is "
+                             f"a {base.class_name}, a frozen dataclass, whose fields kernels "
+                             f"only read", target,
+                             hint=f"assign the new value to a variable of its own "
+                                  f"({target.attr} = ...), or pass a {base.class_name} with "
+                                  f"the value to the launch")
+        raise self.error("attributes cannot be assigned in kernels", target)
 
 
 def _assigned_names(statements: list[ast.stmt]) -> set[str]:

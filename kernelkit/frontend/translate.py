@@ -20,7 +20,7 @@ from .expressions import Expressions
 from .source import closure_values, last_line, parse_function
 from .specialize import TranslationContext, TypeHints
 from .statements import Loop, Statements
-from .values import PyConst
+from .values import PyConst, StructValue
 
 
 class FunctionTranslator(Statements, Expressions, Calls):
@@ -72,12 +72,24 @@ class FunctionTranslator(Statements, Expressions, Calls):
                              f"{len(self.args)} were given", tree)
         entry = self.builder.new_block()
         self.builder.position_at_end(entry)
+        arg_names = []
         for parameter, arg in zip(names, self.args):
+            name = parameter.arg
             if isinstance(arg, PyConst):
-                self.env[parameter.arg] = arg
+                self.env[name] = arg
+                arg_names.append(name)
+            elif isinstance(arg, T.StructType) or \
+                    (self.is_kernel and isinstance(arg, T.TupleType)):
+                # A struct, and a kernel's tuple, come as their scalar leaves.
+                leaves = []
+                for path, leaf in T.leaves(arg):
+                    arg_names.append(name + T.path_text(path))
+                    leaves.append(entry.add_param(leaf, arg_names[-1]))
+                self.env[name] = self.rebuilt(arg, iter(leaves))
             else:
-                param = entry.add_param(arg, parameter.arg)
-                self.env[parameter.arg] = param
+                self.env[name] = entry.add_param(arg, name)
+                arg_names.append(name)
+        self.function.arg_names[:] = arg_names
         self.statements(tree.body)
         if self.builder.block is not None:
             if self.is_kernel or self.return_type in (None, T.void):
@@ -89,6 +101,17 @@ class FunctionTranslator(Statements, Expressions, Calls):
                                  tree.body[-1], hint="add a return statement at the end")
         self.function.return_type = self.return_type or T.void
         return self.function
+
+    def rebuilt(self, argtype: T.IRType, leaves) -> Value | StructValue:
+        """The struct, tuple or scalar of `argtype` made of the next of `leaves`, the
+        values of its leaves (`T.leaves`) in order."""
+        if isinstance(argtype, T.StructType):
+            return StructValue(argtype, {field: self.rebuilt(field_type, leaves)
+                                         for field, field_type in argtype.fields})
+        if isinstance(argtype, T.TupleType):
+            return self.make_tuple([self.rebuilt(element, leaves)
+                                    for element in argtype.elements])
+        return next(leaves)
 
     # -- checks ---------------------------------------------------------------------------
 
@@ -108,6 +131,8 @@ class FunctionTranslator(Statements, Expressions, Calls):
     def type_name(value) -> str:
         if isinstance(value, PyConst):
             return f"Python object {value.value!r}"
+        if isinstance(value, StructValue):
+            return f"dataclass {value.class_name}"
         return value.type.name
 
 

@@ -110,6 +110,23 @@ class TupleType(IRType):
 
 
 @dataclass(frozen=True, slots=True)
+class StructType(IRType):
+    """A frozen dataclass passed to a kernel: its class (module and qualified name) and
+    its fields, each a scalar, a tuple of scalars or a struct. A kernel argument's type,
+    never an IR value's: a launch passes its scalar leaves (`leaves`), each as a
+    parameter of the kernel, and the frontend rebuilds the fields from them."""
+
+    module: str
+    qualname: str
+    fields: tuple[tuple[str, IRType], ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.qualname}(" + ", ".join(f"{field}: {field_type.name}"
+                                               for field, field_type in self.fields) + ")"
+
+
+@dataclass(frozen=True, slots=True)
 class FunctionRefType(IRType):
     """A reference to a function of the module (`kk.deferred`): its parameter types and
     result type."""
@@ -186,6 +203,26 @@ def unify(a: IRType, b: IRType) -> IRType | None:
         elements = tuple(unify(x, y) for x, y in zip(a.elements, b.elements))
         return None if None in elements else TupleType(elements)
     return None
+
+
+def leaves(argtype: IRType, path: tuple = ()) -> list[tuple[tuple, IRType]]:
+    """The parts of a struct or tuple `argtype` that are not structs or tuples, depth
+    first, each with its path from `argtype` (field names and tuple positions): how a
+    struct or tuple argument is passed to a kernel, one parameter per leaf. Any other
+    type is its own only leaf."""
+    if isinstance(argtype, StructType):
+        return [leaf for field, field_type in argtype.fields
+                for leaf in leaves(field_type, (*path, field))]
+    if isinstance(argtype, TupleType):
+        return [leaf for position, element in enumerate(argtype.elements)
+                for leaf in leaves(element, (*path, position))]
+    return [(path, argtype)]
+
+
+def path_text(path: tuple) -> str:
+    """A leaf's path (`leaves`) as Python writes it after the value's name: '.inner.y',
+    '[0]'."""
+    return "".join(f".{part}" if isinstance(part, str) else f"[{part}]" for part in path)
 
 
 def parse_type(text: str) -> IRType:

@@ -3,7 +3,9 @@
 The packed layout (`ArgumentLayout`) is one little-endian record: the launch header
 (ndrange and number of groups per axis, the error-record pointer), then each argument:
 an array as its data pointer, extents and strides (in elements); a scalar in an 8-byte
-slot. Code generators read the same layout through `fields`.
+slot; a frozen dataclass or a tuple of scalars (`struct_type_of`) as its scalar leaves
+(`ir.types.leaves`), a slot each, in the order of its fields. Code generators read the
+same layout through `fields`.
 
 Arrays in host memory come as NumPy arrays or as other libraries' arrays that say where
 their memory is: through DLPack (`__dlpack_device__()` is the CPU) or NumPy's array
@@ -12,6 +14,7 @@ kernel's writes reach the library's array."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -38,6 +41,81 @@ def scalar_type_of(value) -> T.ScalarType | None:
     if isinstance(value, float):
         return T.weak_float
     return None
+
+
+def struct_type_of(value, name: str, kernel: str) -> T.StructType | T.TupleType | None:
+    """The argument type of a frozen dataclass instance or a tuple whose leaves are Python
+    or NumPy scalars (a dataclass's fields may also hold tuples of scalars and such
+    dataclasses): `StructType` and `TupleType`, their leaves typed as scalar arguments
+    are (NEP 50: a Python float is a weak float, a np.float32 a float32). None for
+    anything else, a tuple of arrays included (`unsupported_argument` says what to do
+    with it); a dataclass that is not frozen, or a leaf of another kind, is an error
+    naming it."""
+    if isinstance(value, tuple):
+        if value and all(hasattr(item, "shape") and not isinstance(item, np.generic)
+                         for item in value):
+            return None
+    elif not _is_dataclass_instance(value):
+        return None
+    return _struct_type(value, name, name, kernel, in_tuple=False)
+
+
+_STRUCT_LEAVES = ("Python or NumPy scalars (bool, int, float, np.float32 ...), tuples of "
+                  "them, or frozen dataclasses of those")
+
+
+def _struct_type(value, where: str, name: str, kernel: str, in_tuple: bool) -> T.IRType:
+    """The type of `value`, which is `where` in the argument `name` (`p.inner.x`)."""
+    scalar = scalar_type_of(value)
+    if scalar is not None:
+        return scalar
+    kind = type(value)
+    if isinstance(value, tuple):
+        return T.TupleType(tuple(_struct_type(item, f"{where}[{position}]", name, kernel, True)
+                                 for position, item in enumerate(value)))
+    if _is_dataclass_instance(value) and not in_tuple:
+        if not kind.__dataclass_params__.frozen:
+            place = f"argument '{name}'" if where == name else f"argument '{name}': {where}"
+            raise LaunchError(f"kernel '{kernel}': {place} is a {kind.__qualname__}, a "
+                              f"dataclass that is not frozen; kernels take frozen dataclasses, "
+                              f"whose fields cannot change once they are made\n  hint: "
+                              f"declare it @dataclasses.dataclass(frozen=True)")
+        return T.StructType(kind.__module__, kind.__qualname__,
+                            tuple((field.name, _struct_type(getattr(value, field.name),
+                                                            f"{where}.{field.name}", name,
+                                                            kernel, False))
+                                  for field in dataclasses.fields(value)))
+    if in_tuple:
+        allowed = "a tuple in a kernel argument holds Python or NumPy scalars or tuples of them"
+    else:
+        allowed = f"the fields of a dataclass argument hold {_STRUCT_LEAVES}"
+    if isinstance(value, np.ndarray) or in_host_memory(value) or \
+            device_memory(value) is not None:
+        advice = f"pass the array as an argument of its own and leave it out of '{name}'"
+    elif _is_dataclass_instance(value):
+        advice = f"pass {where} as an argument of its own"
+    elif isinstance(value, (complex, np.complexfloating)):
+        advice = "kernels have no complex numbers: hold its real and imaginary parts apart"
+    else:
+        advice = f"hold a number there, or pass {where} as an argument of its own"
+    shown = str(value.dtype) if isinstance(value, np.generic) else kind.__name__
+    raise LaunchError(f"kernel '{kernel}': argument '{name}' cannot be passed: {where} is a "
+                      f"{shown}, and {allowed}\n  hint: {advice}")
+
+
+def _is_dataclass_instance(value) -> bool:
+    return hasattr(type(value), "__dataclass_fields__")
+
+
+def _struct_key(value):
+    """`numpy_argument_key` of a dataclass instance or a tuple: its class, and the keys
+    of what it holds (a Python float and a np.float32 field type apart)."""
+    if isinstance(value, tuple):
+        return (type(value), *map(_struct_key, value))
+    if _is_dataclass_instance(value):
+        return (type(value), *(_struct_key(getattr(value, field.name))
+                               for field in dataclasses.fields(value)))
+    return type(value)
 
 
 def supported_dtypes() -> str:
@@ -182,13 +260,14 @@ class ArgumentLayout:
         offset = 8 * (2 * ndim + 1)
         fields = []
         for index, argtype in enumerate(argtypes):
-            fields.append(Field(f"arg{index}", offset, argtype))
-            if isinstance(argtype, T.ArrayType):
-                codes.append("q" * (1 + 2 * argtype.ndim))
-                offset += 8 * (1 + 2 * argtype.ndim)
-            else:
-                codes.append(_SCALAR_CODES[argtype.name])
-                offset += 8
+            for path, leaf in T.leaves(argtype):
+                fields.append(Field(f"arg{index}{T.path_text(path)}", offset, leaf))
+                if isinstance(leaf, T.ArrayType):
+                    codes.append("q" * (1 + 2 * leaf.ndim))
+                    offset += 8 * (1 + 2 * leaf.ndim)
+                else:
+                    codes.append(_SCALAR_CODES[leaf.name])
+                    offset += 8
         self.ndim = ndim
         self.fields = fields
         self.size = offset
@@ -218,6 +297,8 @@ def numpy_argument_key(value):
     if isinstance(value, np.ndarray):   # a subclass: np.memmap, say
         flags = value.flags
         return (kind, value.dtype, value.ndim, flags.c_contiguous, flags.writeable)
+    if isinstance(value, tuple) or _is_dataclass_instance(value):
+        return _struct_key(value)
     try:
         view = host_array(value)
     except Exception:  # the library refuses to share it; argument_type says why, by name
@@ -229,15 +310,19 @@ def numpy_argument_key(value):
 
 
 def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType | None:
-    """The argument type of a NumPy array or a Python/NumPy scalar; None for anything else.
-    A read-only array (`flags.writeable` False: a view made read-only, an array over
-    `bytes`, a memory map opened with mode 'r') is taken only for a kk.Const parameter."""
+    """The argument type of a NumPy array, a Python/NumPy scalar, or a frozen dataclass or
+    tuple of scalars (`struct_type_of`); None for anything else. A read-only array
+    (`flags.writeable` False: a view made read-only, an array over `bytes`, a memory map
+    opened with mode 'r') is taken only for a kk.Const parameter."""
     if isinstance(value, np.ndarray):
         if not const and not value.flags.writeable:
             raise read_only_argument(name, kernel, "its flags.writeable is False")
         return array_type_of(value.dtype, value.ndim, value.flags.c_contiguous, const, name,
                              kernel)
-    return scalar_type_of(value)
+    scalar = scalar_type_of(value)
+    if scalar is not None:
+        return scalar
+    return struct_type_of(value, name, kernel)
 
 
 def read_only_argument(name: str, kernel: str, why: str) -> LaunchError:
@@ -270,7 +355,8 @@ def unsupported_argument(value, name: str, kernel: str, accepted: str,
     elif value is None:
         advice = "pass an array or a number"
     else:
-        advice = "pass the arrays and numbers it holds as arguments of their own"
+        advice = ("pass the arrays and numbers it holds as arguments of their own, or its "
+                  "numbers as a @dataclasses.dataclass(frozen=True)")
     return LaunchError(f"kernel '{kernel}': argument '{name}' has type {kind}, which kernels "
                        f"cannot take; they take {accepted}\n  hint: {advice}")
 
@@ -284,18 +370,24 @@ def packing_function(argtypes: tuple[T.IRType, ...], names: list[str], array_fie
                      namespace: dict, finish=None):
     """`pack(header, args, context) -> tuple`: the launch record's fields (`header`, then
     each argument's), written out as Python for these argument types, so that a launch
-    costs one call rather than one per argument. `array_fields(variable, argtype, name)` is
-    the backend's expression for an array argument's fields (pointer, extents, strides in
-    elements); it may use `context` and the names in `namespace`. Scalars convert to the
-    Python type their slot holds. With `finish`, `pack` returns `finish(*fields)` instead
-    (a `struct.Struct.pack`, say), with no tuple made in between."""
+    costs one call rather than one per argument. `names` are the compiled kernel's
+    parameter names, one per leaf of the argument types (`ir.types.leaves`).
+    `array_fields(variable, argtype, name)` is the backend's expression for an array
+    argument's fields (pointer, extents, strides in elements); it may use `context` and
+    the names in `namespace`. Scalars, and the scalar leaves of a struct or tuple argument,
+    convert to the Python type their slot holds. With `finish`, `pack` returns
+    `finish(*fields)` instead (a `struct.Struct.pack`, say), with no tuple made in
+    between."""
     values = [f"a{index}" for index in range(len(argtypes))]
     parts = ["*header"]
-    for value, argtype, name in zip(values, argtypes, names):
-        if isinstance(argtype, T.ArrayType):
-            parts.append(f"*{array_fields(value, argtype, name)}")
-        else:
-            parts.append(f"{scalar_conversion(argtype)}({value})")
+    leaf_names = iter(names)
+    for value, argtype in zip(values, argtypes):
+        for path, leaf in T.leaves(argtype):
+            name = next(leaf_names)
+            if isinstance(leaf, T.ArrayType):
+                parts.append(f"*{array_fields(value, leaf, name)}")
+            else:
+                parts.append(f"{scalar_conversion(leaf)}({value}{T.path_text(path)})")
     source = "def pack(header, args, context):\n"
     if values:
         source += f"    {', '.join(values)}, = args\n"
