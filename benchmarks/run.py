@@ -1,7 +1,7 @@
 """The kernelkit benchmark suite: each case timed with kernelkit and with its peers, side by side.
 
     python benchmarks/run.py [--quick] [--backend cpu|cuda] [--threads N] [--case NAME ...]
-                             [--json FILE]
+                             [--json FILE] [--plot [PATH]]
 
 Every case is one function taking the run's `Context` (the backend, its peers, the sizes)
 and returning a `Measurement`. Kernel cases compile and check the result first (a wrong
@@ -31,6 +31,10 @@ autodiff call in a fresh interpreter, with an empty and with a filled cache.
 
 The `_debug` cases run a case again on a backend with bounds checks (`debug=True`, as
 KERNELKIT_DEBUG=1 gives), so the table shows what leaving them on costs.
+
+--plot draws the table as a bar chart (`plot_rows`): each case's median times, kernelkit's
+and its peers' side by side, on a log scale where they span more than a factor of 20. It
+needs matplotlib (`pip install kernelkit[examples]`), checked before anything is timed.
 
 Targets are printed next to the results and marked PASS or FAIL; they are goals for the
 implementation, not assertions. The exit status is 1 only when a case fails to run or
@@ -1234,6 +1238,50 @@ def print_bandwidths(rows: list[dict], reference: float | None) -> None:
               f"{'; ' + peers if peers else ''}")
 
 
+def plot_rows(rows: list[dict], path: str, title: str) -> None:
+    """Draw `result_rows`' records as a bar chart in a PNG at `path`: for each case, its
+    median times side by side (kernelkit first, then each peer that ran it), one colour
+    per column across the cases. A case that went wrong shows its status under its name."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(layout="constrained")
+    ax = figure.subplots()
+    colours: dict[str, str] = {}
+    ticks, labels, times = [], [], []
+    position = 0.0
+    for row in rows:
+        bars = [(name, timing["median"]) for name, timing
+                in [("kernelkit", row["kernelkit"]), *row["peers"].items()] if timing]
+        for offset, (name, seconds) in enumerate(bars):
+            first_bar_of_column = name not in colours
+            colours.setdefault(name, f"C{len(colours)}")
+            ax.bar(position + offset, seconds, width=0.9, color=colours[name],
+                   label=name if first_bar_of_column else "_nolegend_")
+            times.append(seconds)
+        ticks.append(position + (len(bars) - 1) / 2 if bars else position)
+        status = row["status"] if row["status"] in ("ERROR", "WRONG") else ""
+        labels.append(f"{row['case']}\n{status}" if status else row["case"])
+        position += max(len(bars), 1) + 1.0
+    figure.set_size_inches(max(6.0, 0.2 * position + 2.0), 4.5)
+    ax.set_xticks(ticks, labels, rotation=45, ha="right")
+    if times and max(times) > 20 * min(times):
+        ax.set_yscale("log")
+    ax.set_ylabel("median time (s)")
+    ax.set_title(title)
+    if colours:
+        ax.legend()
+    figure.savefig(path, dpi=100)
+
+
+def matplotlib_missing() -> str | None:
+    """Why --plot cannot draw here, or None."""
+    try:
+        import matplotlib.figure  # noqa: F401 - only whether it imports
+    except ImportError:
+        return "--plot needs matplotlib: pip install kernelkit[examples]"
+    return None
+
+
 def environment(args: argparse.Namespace) -> dict:
     def version(module: str) -> str | None:
         try:
@@ -1271,7 +1319,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", choices=[case.name for case in CASES],
                         help="run only this case (repeatable)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--plot", metavar="PATH", nargs="?", const="",
+                        help="also draw the table as a bar chart in a PNG "
+                             "(default: benchmarks-BACKEND.png)")
     args = parser.parse_args(argv)
+    if args.plot is not None and (reason := matplotlib_missing()):
+        parser.error(reason)
 
     peers = tuple(peer_class() for peer_class in PEERS.get(args.backend, ()))
     if args.threads:
@@ -1313,6 +1366,11 @@ def main(argv: list[str] | None = None) -> int:
                   "copy_bandwidth": ctx.reference.get("copy_bandwidth"),
                   "environment": environment(args), "cases": rows}
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot is not None:
+        path = args.plot or f"benchmarks-{args.backend}.png"
+        plot_rows(rows, path, f"kernelkit benchmarks, backend {args.backend}"
+                              f"{' (quick sizes)' if args.quick else ''}")
+        print(f"\nwrote {path}")
     return 1 if any(row["status"] in ("ERROR", "WRONG") for row in rows) else 0
 
 

@@ -8,12 +8,12 @@ against central finite differences of the same kernel and printed as a short tab
 
     python examples/ad_kernel.py [--backend cpu|cuda]
 """
-import argparse
 import sys
 
 import numpy as np
 
 import kernelkit as kk
+from _common import example_parser, parse_command_line
 from enzyme_ext import Active, Duplicated, Reverse, autodiff
 
 
@@ -49,10 +49,8 @@ def gradient(backend, u: np.ndarray, alpha: float):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="kernelkit AD: gradient of a stencil step")
-    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    args = parser.parse_args(argv)
-    backend = kk.CUDABackend() if args.backend == "cuda" else kk.CPU()
+    parser = example_parser("kernelkit AD: gradient of a stencil step")
+    _, backend = parse_command_line(parser, argv)
 
     rng = np.random.default_rng(0)
     u = rng.random((64, 64))

@@ -3,18 +3,18 @@
 The edges are held at fixed temperatures (a hot top edge, cold elsewhere) and a hot square
 starts in the middle. Each step reads one array and writes the other; launches on one
 backend run in order, so the steps need no synchronization between them. The final field
-is compared with numpy running the same steps and written as a PNG.
+is compared with numpy running the same steps and drawn to a PNG: with matplotlib
+(`pip install kernelkit[examples]`), the field at four steps with a colour bar; without
+it, the final field, one pixel per point.
 
-    python examples/heat_diffusion.py [--backend cpu|cuda] [--out heat.png]
+    python examples/heat_diffusion.py [--backend cpu|cuda] [--out heat.png] [--steps 200]
 """
-import argparse
-import struct
 import sys
-import zlib
 
 import numpy as np
 
 import kernelkit as kk
+from _common import colormap, example_parser, new_figure, parse_command_line, report, write_png
 
 
 @kk.kernel
@@ -43,67 +43,66 @@ def initial_field(rows: int, cols: int) -> np.ndarray:
     return u
 
 
-def colormap(field: np.ndarray) -> np.ndarray:
-    """Map values in [0, 1] to RGB bytes: black -> red -> yellow -> white."""
-    t = np.clip(field, 0.0, 1.0)[..., None] * 3.0 - np.array([0.0, 1.0, 2.0])
-    return (np.clip(t, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
-
-
-def write_png(path: str, rgb: np.ndarray) -> None:
-    """Write an (height, width, 3) uint8 array as an 8-bit RGB PNG."""
-    height, width, _ = rgb.shape
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    # Every scanline starts with its filter type; 0 means the bytes are stored as they are.
-    scanlines = np.hstack([np.zeros((height, 1), dtype=np.uint8),
-                           rgb.reshape(height, width * 3)])
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit depth, RGB
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n")
-        f.write(chunk(b"IHDR", header))
-        f.write(chunk(b"IDAT", zlib.compress(scanlines.tobytes(), 9)))
-        f.write(chunk(b"IEND", b""))
-
-
-def report(name: str, max_error: float, tolerance: float) -> int:
-    ok = max_error <= tolerance
-    print(f"{name}: {'OK' if ok else 'MISMATCH'} (max error {max_error:.3g})")
-    return 0 if ok else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="heat diffusion with kernelkit")
-    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--out", default="heat.png", help="where to write the final field")
-    args = parser.parse_args(argv)
-    backend = kk.CUDABackend() if args.backend == "cuda" else kk.CPU()
-
-    rows, cols, steps = 96, 128, 200
-    alpha = np.float32(0.2)  # explicit scheme is stable for alpha <= 0.25
-    u0 = initial_field(rows, cols)
-
+def simulate(backend, u0: np.ndarray, alpha: np.float32,
+             keep: list[int]) -> dict[int, np.ndarray]:
+    """Step from `u0` up to the last step in `keep`; the field after each step in `keep`."""
     # On the CPU, to_backend shares memory with its argument: give each buffer its own.
     current = kk.to_backend(backend, u0.copy())
     following = kk.to_backend(backend, u0.copy())
     step = heat_step(backend, (16, 16))
-    for _ in range(steps):
-        step(following, current, alpha, ndrange=(rows, cols))
-        current, following = following, current
-    kk.synchronize(backend)
-    field = kk.to_numpy(current)
+    fields, done = {}, 0
+    for wanted in keep:
+        for _ in range(wanted - done):
+            step(following, current, alpha, ndrange=u0.shape)
+            current, following = following, current
+        done = wanted
+        kk.synchronize(backend)
+        fields[wanted] = kk.to_numpy(current).copy()
+    return fields
+
+
+def draw(figure, fields: dict[int, np.ndarray]) -> None:
+    """One panel per kept step, sharing one colour bar."""
+    axes = figure.subplots(1, len(fields), squeeze=False)[0]
+    for ax, (step, field) in zip(axes, fields.items()):
+        image = ax.imshow(field, cmap="inferno", vmin=0.0, vmax=1.0)
+        ax.set_title(f"step {step}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    figure.colorbar(image, ax=axes, label="temperature", shrink=0.8)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = example_parser("heat diffusion with kernelkit")
+    parser.add_argument("--out", default="heat.png", help="where to write the PNG")
+    parser.add_argument("--steps", type=int, default=200, help="time steps (default: 200)")
+    args, backend = parse_command_line(parser, argv)
+    if args.steps < 0:
+        parser.error("--steps must be 0 or more")
+
+    rows, cols, steps = 96, 128, args.steps
+    alpha = np.float32(0.2)  # explicit scheme is stable for alpha <= 0.25
+    u0 = initial_field(rows, cols)
+    keep = sorted({0, steps // 8, steps // 2, steps})
+    fields = simulate(backend, u0, alpha, keep)
+    field = fields[steps]
 
     expected, scratch = u0.copy(), u0.copy()
     for _ in range(steps):
         heat_step_numpy(scratch, expected, alpha)
         expected, scratch = scratch, expected
-
-    write_png(args.out, colormap(field))
     # Differences come only from FMA contraction; diffusion does not amplify them.
     status = report("heat diffusion", float(np.max(np.abs(field - expected))), 1e-4)
-    print(f"wrote {args.out} ({cols}x{rows}, {steps} steps)")
+
+    figure = new_figure(figsize=(3.2 * len(keep) + 1.5, 3.0), layout="constrained")
+    if figure is not None:
+        draw(figure, fields)
+        figure.savefig(args.out, dpi=100)
+        print(f"wrote {args.out} (steps {', '.join(map(str, keep))})")
+    else:
+        write_png(args.out, colormap(field))
+        print(f"wrote {args.out} ({cols}x{rows}, {steps} steps; "
+              f"pip install kernelkit[examples] for a figure)")
     return status
 
 

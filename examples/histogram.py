@@ -5,12 +5,12 @@ indivisible read-modify-write, so no count is lost. The counts must match numpy 
 
     python examples/histogram.py [--backend cpu|cuda]
 """
-import argparse
 import sys
 
 import numpy as np
 
 import kernelkit as kk
+from _common import example_parser, parse_command_line
 
 BINS = 64
 
@@ -25,10 +25,8 @@ def histogram(counts, samples: kk.Const):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="histogram with kernelkit atomics")
-    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    args = parser.parse_args(argv)
-    backend = kk.CUDABackend() if args.backend == "cuda" else kk.CPU()
+    parser = example_parser("histogram with kernelkit atomics")
+    _, backend = parse_command_line(parser, argv)
 
     n = 200_000
     # A skewed distribution, so some bins are far more contended than others. Rounding to

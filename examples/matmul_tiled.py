@@ -10,12 +10,12 @@ outside the matrices store zeros in the tile, and only work-items inside C write
 
     python examples/matmul_tiled.py [--backend cpu|cuda]
 """
-import argparse
 import sys
 
 import numpy as np
 
 import kernelkit as kk
+from _common import example_parser, parse_command_line, report
 
 TILE = 16
 
@@ -48,17 +48,9 @@ def round_up(value: int, multiple: int) -> int:
     return (value + multiple - 1) // multiple * multiple
 
 
-def report(name: str, max_error: float, tolerance: float) -> int:
-    ok = max_error <= tolerance
-    print(f"{name}: {'OK' if ok else 'MISMATCH'} (max error {max_error:.3g})")
-    return 0 if ok else 1
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="tiled matrix multiply with kernelkit")
-    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    args = parser.parse_args(argv)
-    backend = kk.CUDABackend() if args.backend == "cuda" else kk.CPU()
+    parser = example_parser("tiled matrix multiply with kernelkit")
+    _, backend = parse_command_line(parser, argv)
 
     m, k, n = 100, 75, 53
     rng = np.random.default_rng(0)

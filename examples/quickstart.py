@@ -2,12 +2,12 @@
 
     python examples/quickstart.py [--backend cpu|cuda]
 """
-import argparse
 import sys
 
 import numpy as np
 
 import kernelkit as kk
+from _common import example_parser, parse_command_line, report
 
 
 @kk.kernel
@@ -22,17 +22,9 @@ def outer(out, u: kk.Const, v: kk.Const):
     out[i, j] = u[i] * v[j]
 
 
-def report(name: str, max_error: float, tolerance: float) -> int:
-    ok = max_error <= tolerance
-    print(f"{name}: {'OK' if ok else 'MISMATCH'} (max error {max_error:.3g})")
-    return 0 if ok else 1
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="kernelkit quickstart")
-    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    args = parser.parse_args(argv)
-    backend = kk.CUDABackend() if args.backend == "cuda" else kk.CPU()
+    parser = example_parser("kernelkit quickstart")
+    _, backend = parse_command_line(parser, argv)
 
     n = 1000
     x = kk.to_backend(backend, np.arange(n, dtype=np.float32))

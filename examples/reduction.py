@@ -7,12 +7,12 @@ and again, until a single value remains: 100_003 -> 391 -> 2 -> 1.
 
     python examples/reduction.py [--backend cpu|cuda]
 """
-import argparse
 import sys
 
 import numpy as np
 
 import kernelkit as kk
+from _common import example_parser, parse_command_line
 
 GROUP = 256  # work-group size; a power of two, so the halving rounds come out even
 
@@ -53,10 +53,8 @@ def device_sum(backend, x, n: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="tree reduction with kernelkit")
-    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    args = parser.parse_args(argv)
-    backend = kk.CUDABackend() if args.backend == "cuda" else kk.CPU()
+    parser = example_parser("tree reduction with kernelkit")
+    _, backend = parse_command_line(parser, argv)
 
     n = 100_003
     x_host = np.random.default_rng(0).random(n, dtype=np.float32)

@@ -5,12 +5,12 @@ partial work-group that fall outside the ndrange do not run, so the kernel needs
 
     python examples/saxpy.py [--backend cpu|cuda]
 """
-import argparse
 import sys
 
 import numpy as np
 
 import kernelkit as kk
+from _common import example_parser, parse_command_line, report
 
 
 @kk.kernel
@@ -19,17 +19,9 @@ def saxpy(y, a, x: kk.Const):
     y[i] = a * x[i] + y[i]
 
 
-def report(name: str, max_error: float, tolerance: float) -> int:
-    ok = max_error <= tolerance
-    print(f"{name}: {'OK' if ok else 'MISMATCH'} (max error {max_error:.3g})")
-    return 0 if ok else 1
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="saxpy with kernelkit")
-    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
-    args = parser.parse_args(argv)
-    backend = kk.CUDABackend() if args.backend == "cuda" else kk.CPU()
+    parser = example_parser("saxpy with kernelkit")
+    _, backend = parse_command_line(parser, argv)
 
     n = 100_003
     rng = np.random.default_rng(0)

@@ -1,0 +1,172 @@
+"""The examples run as users run them and check their own results; where the CUDA backend
+cannot run they say why in one line and exit with status 2; heat diffusion writes a PNG
+with matplotlib and without it; the benchmark suite's --plot draws its table."""
+import importlib.util
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+import kernelkit as kk
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+BENCHMARKS = ROOT / "benchmarks"
+
+# Each example with the arguments that keep it short, and how a line of its output that
+# says its result is right begins (ad_kernel.py prints a table and then "OK").
+RUNS = {
+    "quickstart": ([], "outer product: OK"),
+    "saxpy": ([], "saxpy: OK"),
+    "heat_diffusion": (["--steps", "40"], "heat diffusion: OK"),
+    "matmul_tiled": ([], "tiled matmul: OK"),
+    "reduction": ([], "reduction: OK"),
+    "histogram": ([], "histogram: OK"),
+    "ad_kernel": ([], "OK"),
+}
+
+
+def test_every_example_is_run_here():
+    scripts = {path.stem for path in EXAMPLES.glob("*.py") if not path.stem.startswith("_")}
+    assert scripts == set(RUNS)
+
+
+def load_module(path: Path, monkeypatch):
+    """Import a script by its path, with its own folder importable (as `python path` has
+    it), under a name of its own."""
+    monkeypatch.syspath_prepend(str(path.parent))
+    spec = importlib.util.spec_from_file_location(f"{path.parent.name}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)   # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def png_chunks(data: bytes) -> dict[bytes, bytes]:
+    """The chunks of a PNG (IDAT ones joined), after checking its signature and every CRC."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks: dict[bytes, bytes] = {}
+    position = 8
+    while position < len(data):
+        (length,) = struct.unpack(">I", data[position:position + 4])
+        kind = data[position + 4:position + 8]
+        body = data[position + 8:position + 8 + length]
+        (crc,) = struct.unpack(">I", data[position + 8 + length:position + 12 + length])
+        assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF, f"bad CRC in {kind!r}"
+        chunks[kind] = chunks.get(kind, b"") + body
+        position += 12 + length
+    assert b"IHDR" in chunks and b"IDAT" in chunks and b"IEND" in chunks
+    return chunks
+
+
+def png_size(chunks: dict[bytes, bytes]) -> tuple[int, int]:
+    return struct.unpack(">II", chunks[b"IHDR"][:8])
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_each_example_checks_its_result_on_the_cpu(name, monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)  # heat diffusion writes its PNG in the current directory
+    example = load_module(EXAMPLES / f"{name}.py", monkeypatch)
+    arguments, expected_line = RUNS[name]
+    assert example.main(["--backend", "cpu", *arguments]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith(expected_line) for line in lines), lines
+
+
+def test_an_example_runs_as_a_script_from_the_repository():
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT)] + [p for p in [environment.get("PYTHONPATH")] if p])
+    completed = subprocess.run([sys.executable, "examples/quickstart.py"], cwd=ROOT,
+                               env=environment, capture_output=True, text=True, check=False)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == ["saxpy: OK (max error 0)",
+                                             "outer product: OK (max error 0)"]
+
+
+@pytest.mark.skipif(kk.backend_unavailable_reason("cuda") is None,
+                    reason="the CUDA backend runs here")
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_each_example_refuses_a_cuda_backend_that_cannot_run_in_one_line(name, monkeypatch,
+                                                                         capsys):
+    example = load_module(EXAMPLES / f"{name}.py", monkeypatch)
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--backend", "cuda"])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert "the cuda backend cannot run here: " in line
+    assert line.endswith(kk.backend_unavailable_reason("cuda"))
+
+
+def test_heat_diffusion_draws_the_field_at_four_steps_with_matplotlib(monkeypatch, tmp_path,
+                                                                      capsys):
+    pytest.importorskip("matplotlib", reason="the examples extra is not installed")
+    example = load_module(EXAMPLES / "heat_diffusion.py", monkeypatch)
+    out = tmp_path / "heat.png"
+    assert example.main(["--steps", "40", "--out", str(out)]) == 0
+    width, height = png_size(png_chunks(out.read_bytes()))
+    assert width > 4 * height > 0  # four square-ish panels side by side, and a colour bar
+    assert f"wrote {out} (steps 0, 5, 20, 40)" in capsys.readouterr().out
+
+
+def test_heat_diffusion_writes_a_plain_png_without_matplotlib(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # `import matplotlib` now fails
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    example = load_module(EXAMPLES / "heat_diffusion.py", monkeypatch)
+    out = tmp_path / "heat.png"
+    assert example.main(["--steps", "40", "--out", str(out)]) == 0
+    chunks = png_chunks(out.read_bytes())
+    assert png_size(chunks) == (128, 96)
+    pixels = zlib.decompress(chunks[b"IDAT"])
+    row_bytes = 1 + 128 * 3   # a filter byte, then RGB
+    assert len(pixels) == 96 * row_bytes
+    assert pixels[1:row_bytes] == b"\xff" * (128 * 3)   # the top edge is held at 1: white
+    assert "pip install kernelkit[examples]" in capsys.readouterr().out
+
+
+@pytest.fixture
+def benchmark_suite(monkeypatch):
+    """benchmarks/run.py as a module; it imports its neighbours by their bare names."""
+    yield load_module(BENCHMARKS / "run.py", monkeypatch)
+    for name in ("kernels", "peers"):
+        sys.modules.pop(name, None)
+
+
+def timing(median: float) -> dict:
+    return {"best": median * 0.9, "median": median}
+
+
+def test_the_benchmark_plot_draws_result_rows_as_a_png(benchmark_suite, tmp_path):
+    pytest.importorskip("matplotlib", reason="the examples extra is not installed")
+    rows = [
+        {"case": "saxpy", "unit": "ms", "kernelkit": timing(3e-4), "status": "PASS",
+         "peers": {"numpy": timing(4e-4), "numba": timing(2e-4), "primal": None}},
+        {"case": "sin_x_reverse", "unit": "ms", "kernelkit": timing(1e-3), "status": "",
+         "peers": {"numpy": None, "numba": None, "primal": timing(5e-4)}},
+        {"case": "import", "unit": "s", "kernelkit": timing(0.09), "status": "PASS",
+         "peers": {}},
+        {"case": "stencil", "unit": "ms", "kernelkit": None, "status": "ERROR",
+         "peers": {"numpy": timing(2e-3), "numba": None, "primal": None}},
+    ]
+    out = tmp_path / "bench.png"
+    benchmark_suite.plot_rows(rows, str(out), "fake rows")
+    width, height = png_size(png_chunks(out.read_bytes()))
+    assert width > height > 0
+
+
+def test_the_benchmark_plot_without_matplotlib_says_what_to_install_before_timing(
+        benchmark_suite, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark_suite.main(["--quick", "--case", "saxpy", "--plot"])
+    assert exit_info.value.code == 2
+    errors = capsys.readouterr().err
+    assert "--plot needs matplotlib: pip install kernelkit[examples]" in errors
+    assert "running saxpy" not in errors
