@@ -19,7 +19,12 @@
 - Inside a kernel: `index` with `Global` / `Local` / `Group` and `Linear` / `Cartesian` /
   `NTuple`; `groupsize`, `ngroups`, `ndrange`; `localmem`, `private`; `synchronize`,
   `synchronize_any`; the atomics (`atomic_add` ...); `deferred`; `kk.print`; the math
-  functions (`sqrt`, `exp` ..., also usable on the host); `Const` for read-only parameters.
+  functions (`sqrt`, `exp` ..., also usable on the host); `Const` for read-only parameters;
+  small vectors and matrices: `vec2`, `vec3`, `vec4`, `mat22`, `mat33`, `mat44` with `dot`,
+  `cross`, `length`, `normalize`, `transpose`, `load_vec3` ..., `load_mat33` ..., `store`.
+- Helpers, inside kernels and on the host: `clamp`, `lerp`, `sign`; and counter-based
+  random numbers, the same on every backend: `kk.random.uniform(seed, counter)`,
+  `kk.random.normal`, `kk.random.uniform_bits`, `kk.random.philox4x32`.
 - Arrays on a backend: `allocate`, `empty`, `zeros`, `ones`, `full`, `empty_like`,
   `zeros_like`, `ones_like`, `to_backend`, `to_numpy`, `copyto`; `synchronize(backend)`.
 - Backends: `CPU`, `CUDABackend`, `Backend`, `get_backend`, `make_backend`,
@@ -29,7 +34,8 @@
 - Errors: `KernelkitError`, `CompileError`, `LaunchError`, `BackendError`. Their
   tracebacks end at the call into kernelkit; `KERNELKIT_TRACEBACK=full` shows the rest.
 
-`kk.print` is not in `__all__`, so that `from kernelkit import *` keeps Python's print."""
+`kk.print` and `kk.random` are not in `__all__`, so that `from kernelkit import *` keeps
+Python's print and leaves a `random` module imported before it alone."""
 from typing import TYPE_CHECKING
 
 from .backend import (Backend, backend_names, backend_unavailable_reason, get_backend,
@@ -41,9 +47,13 @@ from .lang.intrinsics import (Cartesian, Const, Global, Group, Linear, Local, NT
                               groupsize, index, localmem, ndrange, ngroups, private, synchronize,
                               synchronize_any)
 from .lang.intrinsics import print_ as print  # noqa: A001,F401 - kk.print mirrors print
+from .lang import random  # noqa: F401 - the submodule: kk.random.uniform, ...
+from .lang.helpers import clamp, lerp, sign
 from .lang.kernel import Kernel, code_ir, code_llvm, code_native, kernel
 from .lang.math import *  # noqa: F401,F403 - kk.sqrt, kk.exp, ...
 from .lang.math import __all__ as _MATH_FUNCTIONS
+from .lang.vectors import *  # noqa: F401,F403 - kk.vec3, kk.mat33, kk.dot, ...
+from .lang.vectors import __all__ as _VECTORS
 from .memory import (allocate, copyto, empty, empty_like, full, ones, ones_like, to_backend,
                      to_numpy, zeros, zeros_like)
 
@@ -65,7 +75,7 @@ __all__ = [
     "groupsize", "ngroups", "ndrange", "localmem", "private", "synchronize",
     "synchronize_any", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and_",
     "atomic_or_", "atomic_xor", "atomic_exchange", "atomic_cas", "deferred", "Const",
-    *_MATH_FUNCTIONS,
+    *_MATH_FUNCTIONS, *_VECTORS, "clamp", "lerp", "sign",
     # arrays
     "allocate", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "to_backend", "to_numpy", "copyto",

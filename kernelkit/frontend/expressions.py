@@ -147,6 +147,9 @@ class Expressions:
             return self.unary("not", self.truth(operand, node.operand), node)
         if isinstance(node.op, ast.UAdd):
             return operand
+        if isinstance(node.op, ast.USub) and isinstance(getattr(operand, "type", None),
+                                                        T.VectorType):
+            return self.vector_unary("neg", operand, node)
         self.require_scalar(operand, node.operand)
         if isinstance(node.op, ast.USub):
             if operand.type.is_bool:
@@ -298,6 +301,9 @@ class Expressions:
         return self.builder.truth(value)
 
     def binary(self, op: str, left, right, node) -> Value:
+        if op == "matmul" or any(isinstance(getattr(side, "type", None), T.VectorType)
+                                 for side in (left, right)):
+            return self.vector_binary(op, left, right, node)
         self.require_scalar(left, node)
         self.require_scalar(right, node)
         try:
@@ -344,6 +350,8 @@ class Expressions:
         if isinstance(base, PyConst) and isinstance(base.value, tuple):
             position = self.constant_index(index, len(base.value), node)
             return self.python_value(base.value[position], node)
+        if isinstance(base, Value) and isinstance(base.type, T.VectorType):
+            return self.vector_subscript(base, index, node)
         if isinstance(base, Value) and isinstance(base.type, T.TupleType):
             position = self.constant_index(index, len(base.type.elements), node)
             return self.extract(base, position)
@@ -352,6 +360,12 @@ class Expressions:
         return self.builder.op("load", [array, *indices], array.type.dtype)
 
     def subscript_store(self, base, index, value, node) -> None:
+        if isinstance(base, Value) and isinstance(base.type, T.TupleType):
+            kind = "vector" if isinstance(base.type, T.VectorType) else "tuple"
+            raise self.error(f"a {kind} cannot be changed in place ({describe(node.value)} is a "
+                             f"{base.type.name})", node,
+                             hint="build a new one, e.g. v = kk.vec3(x, v[1], v[2])"
+                             if kind == "vector" else "build a new tuple")
         array = self.require_array(base, node)
         if array.type.const:
             raise self.error(f"'{describe(node.value)}' is read-only (annotated kk.Const)",
@@ -399,6 +413,7 @@ class Expressions:
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
            ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
-           ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
+           ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr",
+           ast.MatMult: "matmul"}
 _COMPARES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
              ast.GtE: "ge"}

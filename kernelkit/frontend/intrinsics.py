@@ -291,6 +291,8 @@ def lookup_name(tr, node):
 @handles(builtins.abs, np.abs, np.absolute)
 def abs_(tr, node):
     (value,), _ = positional(tr, node, 1, 1, "abs")
+    if hasattr(value, "type") and isinstance(value.type, T.VectorType):
+        return tr.vector_unary("abs", value, node)   # elementwise, as np.abs
     tr.require_scalar(value, node)
     if value.type.is_bool:
         return value  # NumPy: abs(np.True_) is np.True_

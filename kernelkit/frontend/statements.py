@@ -437,7 +437,8 @@ class Statements:
         saved_block, saved_before = self.builder.block, self.builder.before
         self.builder.position_before(branch)
         if isinstance(type, T.TupleType):
-            value = self.make_tuple([self.placeholder(t, branch) for t in type.elements])
+            value = self.builder.make_tuple([self.placeholder(t, branch) for t in type.elements],
+                                            getattr(type, "shape", None))
         else:
             value = self.constant(0, type)
         self.builder.block, self.builder.before = saved_block, saved_before

@@ -1,9 +1,10 @@
 """`FunctionTranslator`: one Python function, for given argument types, into one typed
 IR `Function`.
 
-It combines the statements (`statements`), expressions (`expressions`) and calls (`calls`)
-of the language, and owns what they share: the translator's state, errors at the source
-line, the function's entry (parameters, the return at its end) and the checks on values.
+It combines the statements (`statements`), expressions (`expressions`), calls (`calls`)
+and small vectors and matrices (`vectors`) of the language, and owns what they share:
+the translator's state, errors at the source line, the function's entry (parameters,
+the return at its end) and the checks on values.
 Which types it is translated for, and again when a variable's type widens, is
 `specialize`'s. It knows the kernel language (through `intrinsics`) but no backend."""
 from __future__ import annotations
@@ -21,9 +22,10 @@ from .source import closure_values, last_line, parse_function
 from .specialize import TranslationContext, TypeHints
 from .statements import Loop, Statements
 from .values import PyConst, StructValue
+from .vectors import Vectors
 
 
-class FunctionTranslator(Statements, Expressions, Calls):
+class FunctionTranslator(Statements, Expressions, Calls, Vectors):
     def __init__(self, context: TranslationContext, pyfunc, args: list, is_kernel: bool,
                  name: str, hints: TypeHints):
         self.context = context

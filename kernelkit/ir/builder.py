@@ -125,8 +125,11 @@ class Builder:
         if value.type == type:
             return value
         if isinstance(type, T.TupleType) and isinstance(value.type, T.TupleType):
+            if isinstance(type, T.VectorType) != isinstance(value.type, T.VectorType):
+                raise TypingError(f"cannot convert {value.type.name} to {type.name}")
             return self.make_tuple([self.cast(self.extract(value, i), t)
-                                    for i, t in enumerate(type.elements)])
+                                    for i, t in enumerate(type.elements)],
+                                   getattr(type, "shape", None))
         if not isinstance(type, T.ScalarType) or not isinstance(value.type, T.ScalarType):
             raise TypingError(f"cannot convert {value.type.name} to {type.name}")
         if type.is_bool:
@@ -244,8 +247,13 @@ class Builder:
         operands = [self.cast(a, operand_type) for a in args]
         return self.emit(MATH[name], operands, T.bool_ if function.predicate else operand_type)
 
-    def make_tuple(self, elements: list[Value]) -> Value:
-        return self.op(TUPLE, elements, T.TupleType(tuple(e.type for e in elements)))
+    def make_tuple(self, elements: list[Value], shape: tuple[int, ...] | None = None) -> Value:
+        """A tuple of `elements`; with a `shape`, a vector or matrix (`T.VectorType`) of
+        them, all of one type, in row-major order."""
+        if shape is None:
+            return self.op(TUPLE, elements, T.TupleType(tuple(e.type for e in elements)))
+        return self.op(TUPLE, elements, T.VectorType(tuple(e.type for e in elements), shape),
+                       {"shape": tuple(shape)})
 
     def extract(self, value: Value, index: int) -> Value:
         if is_op(value, TUPLE):

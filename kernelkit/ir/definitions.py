@@ -178,6 +178,8 @@ def element_of_tuple(types, attrs):
 
 
 def tuple_of_operands(types, attrs):
+    if "shape" in attrs:   # a vector or matrix (`T.VectorType`)
+        return T.VectorType(tuple(types), tuple(attrs["shape"]))
     return T.TupleType(tuple(types))
 
 

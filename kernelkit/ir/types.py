@@ -110,6 +110,28 @@ class TupleType(IRType):
 
 
 @dataclass(frozen=True, slots=True)
+class VectorType(TupleType):
+    """A small vector (`shape` (n,)) or matrix (`shape` (rows, cols)) of one scalar type:
+    `kk.vec3`, `kk.mat33`. A tuple of its elements in row-major order, which the frontend
+    gives arithmetic (elementwise, by scalars, `@`); every other layer sees a tuple."""
+
+    shape: tuple[int, ...] = ()
+
+    @property
+    def element(self) -> ScalarType:
+        return self.elements[0]
+
+    @property
+    def name(self) -> str:
+        kind = "vec" if len(self.shape) == 1 else "mat"
+        return f"{kind}<{self.element.name}, " + "x".join(map(str, self.shape)) + ">"
+
+
+def vector_type(element: ScalarType, shape: tuple[int, ...]) -> VectorType:
+    return VectorType((element,) * int(np.prod(shape)), tuple(shape))
+
+
+@dataclass(frozen=True, slots=True)
 class StructType(IRType):
     """A frozen dataclass passed to a kernel: its class (module and qualified name) and
     its fields, each a scalar, a tuple of scalars or a struct. A kernel argument's type,
@@ -199,6 +221,11 @@ def unify(a: IRType, b: IRType) -> IRType | None:
         return a
     if isinstance(a, ScalarType) and isinstance(b, ScalarType):
         return promote(a, b)
+    if isinstance(a, VectorType) or isinstance(b, VectorType):
+        if isinstance(a, VectorType) and isinstance(b, VectorType) and a.shape == b.shape:
+            element = unify(a.element, b.element)
+            return None if element is None else vector_type(element.strong, a.shape)
+        return None
     if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elements) == len(b.elements):
         elements = tuple(unify(x, y) for x, y in zip(a.elements, b.elements))
         return None if None in elements else TupleType(elements)
@@ -238,6 +265,9 @@ def parse_type(text: str) -> IRType:
         params, _, result = body.rpartition(" -> ")
         return FunctionRefType(tuple(parse_type(p) for p in split_top_level(params)),
                                parse_type(result))
+    if head in ("vec", "mat"):
+        element, extents = (p.strip() for p in split_top_level(body))
+        return vector_type(SCALARS_BY_NAME[element], tuple(int(d) for d in extents.split("x")))
     if head == "tuple":
         return TupleType(tuple(parse_type(p) for p in split_top_level(body)))
     parts = [p.strip() for p in split_top_level(body)]

@@ -12,7 +12,8 @@ from .masked_loops import MaskedLoops
 from .pipeline import PASSES, Pipeline, run_passes
 from .simplify import Simplify
 from .split_barriers import SplitBarriers
+from .split_tuples import SplitTuples
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
            "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "LoopBarriers", "MaskedLoops",
-           "SplitBarriers"]
+           "SplitBarriers", "SplitTuples"]

@@ -1,0 +1,161 @@
+"""Small vectors and matrices: `kk.vec2`, `kk.vec3`, `kk.vec4`, `kk.mat22`, `kk.mat33`,
+`kk.mat44`, and what kernels do with them (`kk.dot`, `kk.cross`, `kk.length`,
+`kk.normalize`, `kk.transpose`, `kk.load_vec3`, `kk.store` ...).
+
+    @kk.kernel
+    def rotate(points, R: kk.Const):
+        i = kk.index(kk.Global)
+        m = kk.load_mat33(R, 0)                 # R has shape (1, 3, 3)
+        kk.store(points, i, m @ kk.load_vec3(points, i))
+
+Inside a kernel a vector or matrix is a value, like a number: it is built from scalars,
+passed to and returned from device functions, carried through loops and branches, and
+costs what its elements cost (the compiler works on the elements). Its element type is
+that of its arguments, promoted as NumPy promotes (NEP 50): `kk.vec3(x, 0.0, 0.0)` with
+a float32 `x` is a vector of float32; of Python floats only, of float64; `dtype=` chooses.
+
+Arithmetic is NumPy's: `+ - * / // % **` elementwise between two of the same shape and
+with a scalar on either side; `@` is the matrix product (matrix @ vector, vector @ matrix,
+matrix @ matrix; vector @ vector is the dot product). In Warp `m1 * m2` is the matrix
+product: here it is elementwise, as for NumPy arrays; write `m1 @ m2`. `v[i]` reads an
+element, `m[i]` a row (a vector), `m[i, j]` an element; a vector cannot be changed in
+place: build a new one (`v = kk.vec3(x, v[1], v[2])`). `len(v)`, `for c in v` and
+`x, y, z = v` work as for tuples; `abs`, `min(a, b)` and `max(a, b)` work elementwise.
+
+On the host (in plain Python) the same functions compute with NumPy: a vector is a 1-D
+NumPy array, a matrix a 2-D one, so a device function written with them runs on either.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["vec2", "vec3", "vec4", "mat22", "mat33", "mat44", "dot", "cross", "length",
+           "normalize", "transpose", "load_vec2", "load_vec3", "load_vec4", "load_mat22",
+           "load_mat33", "load_mat44", "store"]
+
+
+def _element_type(values, dtype):
+    if dtype is not None:
+        return np.dtype(dtype)
+    return np.result_type(*values)
+
+
+def _vector(size: int):
+    def make(*components, dtype=None):
+        if len(components) == 1 and np.ndim(components[0]) == 1:
+            components = tuple(components[0])
+        if len(components) == 1:
+            components = components * size
+        if len(components) != size:
+            raise TypeError(f"vec{size}() takes 1 or {size} components, got {len(components)}")
+        return np.array(components, dtype=_element_type(components, dtype))
+    make.__name__ = make.__qualname__ = f"vec{size}"
+    make.__doc__ = (f"A vector of {size} numbers: `kk.vec{size}(" +
+                    ", ".join("xyzw"[:size]) + ")`, or `kk.vec{size}(s)` for "
+                    f"{size} copies of `s`; `dtype=` sets the element type (otherwise NumPy's "
+                    "promotion of the components). In a kernel a value; on the host a NumPy "
+                    "array.")
+    return make
+
+
+def _matrix(size: int):
+    def make(*elements, dtype=None):
+        if len(elements) == size and all(np.ndim(e) == 1 for e in elements):
+            rows = np.array(elements)
+            return rows.astype(_element_type([rows], dtype), copy=False)
+        if len(elements) == 1 and np.ndim(elements[0]) == 2:
+            return np.array(elements[0], dtype=_element_type(elements, dtype))
+        if len(elements) == 1:
+            elements = elements * (size * size)
+        if len(elements) != size * size:
+            raise TypeError(f"mat{size}{size}() takes {size * size} elements (row by row), "
+                            f"{size} rows or 1 value, got {len(elements)}")
+        matrix = np.array(elements, dtype=_element_type(elements, dtype))
+        return matrix.reshape(size, size)
+    make.__name__ = make.__qualname__ = f"mat{size}{size}"
+    make.__doc__ = (f"A {size}x{size} matrix: `kk.mat{size}{size}(a00, a01, ...)` with its "
+                    f"{size * size} elements row by row, `kk.mat{size}{size}(row0, row1, ...)` "
+                    f"from {size} vectors (its rows, as np.array makes them), or "
+                    f"`kk.mat{size}{size}(s)` filled with `s`; `dtype=` sets the element type. "
+                    "`@` multiplies matrices; `*` is elementwise.")
+    return make
+
+
+vec2, vec3, vec4 = _vector(2), _vector(3), _vector(4)
+mat22, mat33, mat44 = _matrix(2), _matrix(3), _matrix(4)
+
+
+def dot(a, b):
+    """The dot product of two vectors of the same length, summed from the first element
+    to the last: `kk.dot(kk.vec3(1, 2, 3), v)`."""
+    products = np.asarray(a) * np.asarray(b)
+    total = products[0]
+    for product in products[1:]:
+        total = total + product
+    return total
+
+
+def cross(a, b):
+    """The cross product of two 3-vectors: `kk.cross(u, v)` is
+    (u1 v2 - u2 v1, u2 v0 - u0 v2, u0 v1 - u1 v0)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
+                     a[0] * b[1] - a[1] * b[0]])
+
+
+def length(v):
+    """The Euclidean length `sqrt(dot(v, v))`, in the vector's float type (float64 for
+    integers): `kk.length(kk.vec2(3.0, 4.0)) == 5.0`."""
+    v = np.asarray(v)
+    squared = dot(v, v)
+    return np.sqrt(squared if v.dtype.kind == "f" else np.float64(squared))
+
+
+def normalize(v):
+    """`v / kk.length(v)`, or a vector of zeros where the length is 0 (as Warp's
+    `normalize`): `kk.normalize(kk.vec2(3.0, 4.0))` is (0.6, 0.8)."""
+    norm = length(v)
+    v = np.asarray(v)
+    if norm > 0:
+        return v / norm
+    return np.zeros(v.shape, dtype=np.result_type(v, norm))
+
+
+def transpose(m):
+    """The transpose of a matrix: `kk.transpose(m)[i, j] == m[j, i]`."""
+    return np.asarray(m).T.copy()
+
+
+def _index_tuple(index) -> tuple:
+    return tuple(index) if isinstance(index, tuple) else (index,)
+
+
+def _loader(size: int, ndim: int, name: str):
+    def load(array, *index):
+        index = index[0] if len(index) == 1 and isinstance(index[0], tuple) else index
+        if ndim == 1:
+            return np.array([array[(*index, k)] for k in range(size)])
+        return np.array([[array[(*index, r, c)] for c in range(size)] for r in range(size)])
+    load.__name__ = load.__qualname__ = name
+    what = f"vector of {size}" if ndim == 1 else f"{size}x{size} matrix"
+    trailing = "its last axis" if ndim == 1 else "its last two axes"
+    load.__doc__ = (f"The {what} at `array[index]`, read along {trailing}: "
+                    f"`kk.{name}(a, i)` reads " +
+                    (", ".join(f"a[i, {k}]" for k in range(size)) if ndim == 1 else
+                     f"a[i, r, c] for r, c < {size}") +
+                    "; several indices (`kk." + name + "(a, i, j)`) for a larger array.")
+    return load
+
+
+load_vec2, load_vec3, load_vec4 = (_loader(n, 1, f"load_vec{n}") for n in (2, 3, 4))
+load_mat22, load_mat33, load_mat44 = (_loader(n, 2, f"load_mat{n}{n}") for n in (2, 3, 4))
+
+
+def store(array, index, value):
+    """Write `value` at `array[index]`: a number to that element, a vector along the last
+    axis (`kk.store(a, i, v)` writes a[i, 0], a[i, 1], ...), a matrix along the last two;
+    `index` is an integer or a tuple of them."""
+    value = np.asarray(value)
+    index = _index_tuple(index)
+    for position in np.ndindex(value.shape):
+        array[(*index, *position)] = value[position]
