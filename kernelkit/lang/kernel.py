@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import struct
 from typing import Callable, overload
 
 import numpy as np
@@ -221,6 +222,19 @@ class Launcher:
         return prepared
 
 
+def _out_of_range_int(kernel, args) -> LaunchError | None:
+    """The error for a Python int argument outside int64, the type a Python int takes
+    (`struct` or ctypes refused to pack it), or None."""
+    for name, value in zip(kernel.parameters, args):
+        if type(value) is int and not -2**63 <= value < 2**63:
+            hint = "pass it as np.uint64(...)" if 0 <= value < 2**64 else \
+                "it fits in no 64-bit integer: reduce it (a kernel's integers have 64 bits)"
+            return LaunchError(f"kernel '{kernel.name}': argument '{name}' is the Python int "
+                               f"{value}, outside int64, the type a Python int argument "
+                               f"takes; {hint}")
+    return None
+
+
 def _launch_function(launcher: Launcher):
     kernel = launcher.kernel
 
@@ -233,6 +247,11 @@ def _launch_function(launcher: Launcher):
             if keeps_internal_frames(error):
                 raise
             raise without_internal_frames(error)  # KERNELKIT_TRACEBACK=full shows the rest
+        except (struct.error, OverflowError) as error:
+            problem = _out_of_range_int(kernel, args)
+            if problem is None:
+                raise
+            raise without_internal_frames(problem) from error
 
     launch.__name__ = launch.__qualname__ = kernel.name
     launch.__doc__ = (f"Launch kernel '{kernel.name}': {kernel.name}("

@@ -241,3 +241,26 @@ def test_debug_backend_gives_the_same_results_as_the_default_for_in_bounds_kerne
         results.append(kk.to_numpy(y))
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[0], np.arange(16) + 1)
+
+
+@kk.kernel
+def store_seed(out, seed):
+    out[0] = seed
+
+
+@pytest.mark.parametrize("value, advice", [(2**63, "np.uint64"), (2**64 + 3, "no 64-bit"),
+                                           (-2**63 - 1, "no 64-bit")])
+def test_a_python_int_outside_int64_is_a_launch_error_naming_the_argument(backend, value,
+                                                                          advice):
+    out = kk.zeros(backend, np.uint64, 1)
+    launch = store_seed(backend, 1)
+    for _ in range(2):   # the first launch, then the fast launcher's
+        with pytest.raises(kk.LaunchError) as info:
+            launch(out, value, ndrange=1)
+        assert "argument 'seed'" in str(info.value) and str(value) in str(info.value)
+        assert advice in str(info.value)
+        launch(out, 7, ndrange=1)
+    launch(out, np.uint64(2**63), ndrange=1)
+    kk.synchronize(backend)
+    assert int(kk.to_numpy(out)[0]) == 2**63
+    assert_backend_still_works(backend)
