@@ -31,7 +31,8 @@ from .dump import Dump
 from .job import CompilerJob
 from .plugins import plugins_for
 
-GENERIC_PASSES = ("inline", "split-tuples", "simplify", "dce", "cse", "simplify", "dce", "check-barriers")
+GENERIC_PASSES = ("inline", "split-tuples", "simplify", "dce", "cse", "simplify", "dce",
+                  "check-barriers")
 
 SLOW_COMPILE_SECONDS = 5.0
 """A build that takes longer is logged as a WARNING, with the stage that took longest."""

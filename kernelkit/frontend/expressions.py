@@ -330,9 +330,21 @@ class Expressions:
             return self.python_value(value.value[index], self.node)
         return self.builder.extract(value, index)
 
+    def item(self, value, index: int):
+        """Item `index` of a tuple as unpacking and a for loop see it: an element, or
+        a matrix's row."""
+        if isinstance(value, Value) and isinstance(value.type, T.VectorType) and \
+                len(value.type.shape) == 2:
+            return self.vector_subscript(value, self.constant(index, T.weak_int), self.node)
+        return self.extract(value, index)
+
     def tuple_length(self, value, node) -> int:
+        """How many items `len`, unpacking and a for loop see: a tuple's elements, a
+        matrix's rows."""
         if isinstance(value, PyConst) and isinstance(value.value, tuple):
             return len(value.value)
+        if isinstance(value, Value) and isinstance(value.type, T.VectorType):
+            return value.type.shape[0]
         if isinstance(value, Value) and isinstance(value.type, T.TupleType):
             return len(value.type.elements)
         raise self.error(f"cannot unpack a {self.type_name(value)}", node)

@@ -277,7 +277,7 @@ def min_max(tr, node):
     name = "min" if lookup_name(tr, node) is builtins.min else "max"
     args, _ = positional(tr, node, 1, 64, name)
     if len(args) == 1:
-        args = [tr.extract(args[0], i) for i in range(tr.tuple_length(args[0], node))]
+        args = [tr.item(args[0], i) for i in range(tr.tuple_length(args[0], node))]
     if len(args) < 2:
         raise tr.error(f"{name}() needs at least two values", node)
     return functools.reduce(lambda a, b: tr.binary(name, a, b, node), args)

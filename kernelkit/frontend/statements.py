@@ -177,7 +177,7 @@ class Statements:
             return self.for_range(node, iterable, reverse)
         value = self.expr(iterable)
         if isinstance(value, Value) and isinstance(value.type, T.TupleType):
-            elements = [self.extract(value, i) for i in range(len(value.type.elements))]
+            elements = [self.item(value, i) for i in range(self.tuple_length(value, iterable))]
         elif isinstance(value, PyConst) and isinstance(value.value, tuple):
             elements = [self.python_value(v, iterable) for v in value.value]
         else:
@@ -563,7 +563,7 @@ class Statements:
                 raise self.error(f"cannot unpack {count} values into {len(target.elts)} names",
                                  target)
             for index, element in enumerate(target.elts):
-                self.assign(element, self.extract(value, index))
+                self.assign(element, self.item(value, index))
         elif isinstance(target, ast.Subscript):
             array = self.expr(target.value)
             index = self.expr(target.slice)

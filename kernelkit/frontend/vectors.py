@@ -87,10 +87,24 @@ class Vectors:
         return shape, self.elements(value)
 
     def sum_of_products(self, a: list[Value], b: list[Value], node) -> Value:
+        """a[0] * b[0] + a[1] * b[1] + ..., from the first term to the last. Float16
+        products are summed in float32 and rounded to float16 once, at the end, as
+        NumPy's matmul and dot sum them."""
+        half = T.promote(a[0].type, b[0].type) == T.float16
+        if half:
+            a, b = ([self.cast(x, T.float32) for x in side] for side in (a, b))
         products = [self.binary("mul", x, y, node) for x, y in zip(a, b)]
-        return functools.reduce(lambda x, y: self.binary("add", x, y, node), products)
+        total = functools.reduce(lambda x, y: self.binary("add", x, y, node), products)
+        return self.cast(total, T.float16) if half else total
 
     def vector_unary(self, op: str, value: Value, node) -> Value:
+        if value.type.element.is_bool:   # the rules of a bool operand, as for a number
+            if op == "neg":
+                raise self.error("a vector of bools cannot be negated (NumPy raises for "
+                                 "-np.array([True]))", node,
+                                 hint="negate v * 1, a vector of integers")
+            if op == "abs":
+                return value
         return self.vector([self.unary(op, e, node) for e in self.elements(value)],
                            value.type.shape)
 
@@ -196,26 +210,35 @@ def cross(tr, node):
     return tr.vector([minor(a1, b2, a2, b1), minor(a2, b0, a0, b2), minor(a0, b1, a1, b0)], (3,))
 
 
-def norm(tr, v, node) -> Value:
-    """sqrt(dot(v, v)) in the vector's float type, float64 for integers (as kk.sqrt)."""
+def squared_length(tr, v, node) -> Value:
+    """dot(v, v) in the vector's float type, float64 for integers (as kk.sqrt takes it)."""
     squared = tr.sum_of_products(tr.elements(v), tr.elements(v), node)
-    float_type = squared.type if squared.type.is_float else T.float64
-    return tr.emit(MATH["sqrt"], [tr.cast(squared, float_type)], float_type)
+    return tr.cast(squared, squared.type if squared.type.is_float else T.float64)
 
+
+# At the zero vector sqrt's derivative is infinite, and the chain rule multiplies it by
+# the zero vector's 0: NaN. So where the square is 0 (not positive, for normalize) sqrt is
+# taken of 1 and its result not chosen: both functions have the derivative 0 there, in
+# either mode, as Warp's have. Their values are sqrt's.
 
 @handles(kk.length)
 def length(tr, node):
     (v,), _ = positional(tr, node, 1, 1, "kk.length")
-    return norm(tr, vector_argument(tr, v, node, "kk.length"), node)
+    squared = squared_length(tr, vector_argument(tr, v, node, "kk.length"), node)
+    zero, one = tr.constant(0, squared.type), tr.constant(1, squared.type)
+    nonzero = tr.compare("ne", squared, zero, node)   # NaN too: its length is NaN
+    size = tr.emit(MATH["sqrt"], [tr.select(nonzero, squared, one)], squared.type)
+    return tr.select(nonzero, size, zero)
 
 
 @handles(kk.normalize)
 def normalize(tr, node):
     (v,), _ = positional(tr, node, 1, 1, "kk.normalize")
     v = vector_argument(tr, v, node, "kk.normalize")
-    size = norm(tr, v, node)
-    positive = tr.compare("gt", size, tr.constant(0, size.type), node)
-    zero = tr.constant(0, size.type)
+    squared = squared_length(tr, v, node)
+    zero, one = tr.constant(0, squared.type), tr.constant(1, squared.type)
+    positive = tr.compare("gt", squared, zero, node)
+    size = tr.emit(MATH["sqrt"], [tr.select(positive, squared, one)], squared.type)
     return tr.vector([tr.select(positive, tr.binary("truediv", tr.cast(e, size.type), size,
                                                     node), zero)
                       for e in tr.elements(v)], v.type.shape)
@@ -245,9 +268,9 @@ def array_position(tr, array, index_values, trailing: list[int], node, name) -> 
             indices.append(value)
     indices.extend(tr.constant(t, T.int64) for t in trailing)
     if len(indices) != array.type.ndim:
+        axes = {0: "", 1: " before the last axis", 2: " before the last two axes"}
         raise tr.error(f"{name} on a {array.type.ndim}-D array needs "
-                       f"{array.type.ndim - len(trailing)} indices before the "
-                       f"{'last axis' if len(trailing) == 1 else 'last two axes'}, got "
+                       f"{array.type.ndim - len(trailing)} indices{axes[len(trailing)]}, got "
                        f"{len(indices) - len(trailing)}", node)
     for value in indices:
         if not tr.is_scalar(value) or not value.type.is_integer:

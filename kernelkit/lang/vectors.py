@@ -20,7 +20,9 @@ matrix @ matrix; vector @ vector is the dot product). In Warp `m1 * m2` is the m
 product: here it is elementwise, as for NumPy arrays; write `m1 @ m2`. `v[i]` reads an
 element, `m[i]` a row (a vector), `m[i, j]` an element; a vector cannot be changed in
 place: build a new one (`v = kk.vec3(x, v[1], v[2])`). `len(v)`, `for c in v` and
-`x, y, z = v` work as for tuples; `abs`, `min(a, b)` and `max(a, b)` work elementwise.
+`x, y, z = v` work as for tuples, and on a matrix go by rows, as NumPy's do; `abs`,
+`min(a, b)` and `max(a, b)` work elementwise (in kernels only: on the host, Python's
+`min` and `max` of two arrays raise).
 
 On the host (in plain Python) the same functions compute with NumPy: a vector is a 1-D
 NumPy array, a matrix a 2-D one, so a device function written with them runs on either.
@@ -34,50 +36,58 @@ __all__ = ["vec2", "vec3", "vec4", "mat22", "mat33", "mat44", "dot", "cross", "l
            "load_mat33", "load_mat44", "store"]
 
 
-def _element_type(values, dtype):
-    if dtype is not None:
-        return np.dtype(dtype)
-    return np.result_type(*values)
+def _components(arguments: tuple, name: str, count: int, takes: str, dtype) -> np.ndarray:
+    """The numbers given to a constructor, as the kernel takes them: each argument a
+    number, or a vector, matrix or tuple whose elements come in order (a matrix's row by
+    row); one number fills all `count`. Their type is NumPy's promotion of theirs (a
+    Python number is weak), or `dtype`."""
+    values = []
+    for argument in arguments:
+        if isinstance(argument, (tuple, list)):
+            values.extend(argument)
+        elif isinstance(argument, np.ndarray):
+            values.extend(argument.ravel())
+        else:
+            values.append(argument)
+    for value in values:
+        if np.ndim(value) != 0 or isinstance(value, (bool, np.bool_, str)):
+            raise TypeError(f"{name}() takes numbers, got {value!r}")
+    if len(values) == 1:
+        values = values * count
+    if len(values) != count:
+        raise TypeError(f"{name}() takes {takes}, got {len(values)} numbers")
+    element = np.dtype(dtype) if dtype is not None else np.result_type(*values)
+    return np.array(values, dtype=element)
 
 
 def _vector(size: int):
+    name = f"vec{size}"
+
     def make(*components, dtype=None):
-        if len(components) == 1 and np.ndim(components[0]) == 1:
-            components = tuple(components[0])
-        if len(components) == 1:
-            components = components * size
-        if len(components) != size:
-            raise TypeError(f"vec{size}() takes 1 or {size} components, got {len(components)}")
-        return np.array(components, dtype=_element_type(components, dtype))
-    make.__name__ = make.__qualname__ = f"vec{size}"
+        return _components(components, name, size, f"1 or {size} numbers", dtype)
+    make.__name__ = make.__qualname__ = name
     make.__doc__ = (f"A vector of {size} numbers: `kk.vec{size}(" +
                     ", ".join("xyzw"[:size]) + ")`, or `kk.vec{size}(s)` for "
-                    f"{size} copies of `s`; `dtype=` sets the element type (otherwise NumPy's "
-                    "promotion of the components). In a kernel a value; on the host a NumPy "
-                    "array.")
+                    f"{size} copies of `s`; a vector or tuple among the arguments gives its "
+                    "numbers in order (`kk.vec4(v3, 1.0)`). `dtype=` sets the element type "
+                    "(otherwise NumPy's promotion of the components). In a kernel a value; "
+                    "on the host a NumPy array.")
     return make
 
 
 def _matrix(size: int):
+    name = f"mat{size}{size}"
+
     def make(*elements, dtype=None):
-        if len(elements) == size and all(np.ndim(e) == 1 for e in elements):
-            rows = np.array(elements)
-            return rows.astype(_element_type([rows], dtype), copy=False)
-        if len(elements) == 1 and np.ndim(elements[0]) == 2:
-            return np.array(elements[0], dtype=_element_type(elements, dtype))
-        if len(elements) == 1:
-            elements = elements * (size * size)
-        if len(elements) != size * size:
-            raise TypeError(f"mat{size}{size}() takes {size * size} elements (row by row), "
-                            f"{size} rows or 1 value, got {len(elements)}")
-        matrix = np.array(elements, dtype=_element_type(elements, dtype))
-        return matrix.reshape(size, size)
-    make.__name__ = make.__qualname__ = f"mat{size}{size}"
+        takes = (f"1 number, {size * size} numbers (row by row) or {size} vectors "
+                 "(the rows)")
+        return _components(elements, name, size * size, takes, dtype).reshape(size, size)
+    make.__name__ = make.__qualname__ = name
     make.__doc__ = (f"A {size}x{size} matrix: `kk.mat{size}{size}(a00, a01, ...)` with its "
                     f"{size * size} elements row by row, `kk.mat{size}{size}(row0, row1, ...)` "
-                    f"from {size} vectors (its rows, as np.array makes them), or "
-                    f"`kk.mat{size}{size}(s)` filled with `s`; `dtype=` sets the element type. "
-                    "`@` multiplies matrices; `*` is elementwise.")
+                    f"from {size} vectors (its rows), or `kk.mat{size}{size}(s)` filled with "
+                    "`s`; `dtype=` sets the element type. `@` multiplies matrices; `*` is "
+                    "elementwise.")
     return make
 
 
@@ -87,12 +97,16 @@ mat22, mat33, mat44 = _matrix(2), _matrix(3), _matrix(4)
 
 def dot(a, b):
     """The dot product of two vectors of the same length, summed from the first element
-    to the last: `kk.dot(kk.vec3(1, 2, 3), v)`."""
-    products = np.asarray(a) * np.asarray(b)
+    to the last: `kk.dot(kk.vec3(1, 2, 3), v)`. Float16 products are summed in float32
+    and rounded once, as NumPy's dot and matmul sum them."""
+    a, b = np.asarray(a), np.asarray(b)
+    result = np.result_type(a, b)
+    accumulate = np.float32 if result == np.float16 else result
+    products = a.astype(accumulate) * b.astype(accumulate)
     total = products[0]
     for product in products[1:]:
         total = total + product
-    return total
+    return result.type(total)
 
 
 def cross(a, b):
@@ -105,7 +119,8 @@ def cross(a, b):
 
 def length(v):
     """The Euclidean length `sqrt(dot(v, v))`, in the vector's float type (float64 for
-    integers): `kk.length(kk.vec2(3.0, 4.0)) == 5.0`."""
+    integers): `kk.length(kk.vec2(3.0, 4.0)) == 5.0`. Differentiated, its derivative at
+    the zero vector is 0."""
     v = np.asarray(v)
     squared = dot(v, v)
     return np.sqrt(squared if v.dtype.kind == "f" else np.float64(squared))
@@ -113,7 +128,8 @@ def length(v):
 
 def normalize(v):
     """`v / kk.length(v)`, or a vector of zeros where the length is 0 (as Warp's
-    `normalize`): `kk.normalize(kk.vec2(3.0, 4.0))` is (0.6, 0.8)."""
+    `normalize`), whose derivative there is 0: `kk.normalize(kk.vec2(3.0, 4.0))` is
+    (0.6, 0.8)."""
     norm = length(v)
     v = np.asarray(v)
     if norm > 0:
@@ -126,13 +142,21 @@ def transpose(m):
     return np.asarray(m).T.copy()
 
 
-def _index_tuple(index) -> tuple:
-    return tuple(index) if isinstance(index, tuple) else (index,)
+def _indices(array, index: tuple, trailing: int, name: str) -> tuple:
+    """The indices before the trailing axes, as the kernel takes them: integers and
+    tuples of them, in order."""
+    flat = tuple(i for part in index
+                 for i in (part if isinstance(part, tuple) else (part,)))
+    if len(flat) + trailing != np.ndim(array):
+        axes = {1: " before the last axis", 2: " before the last two axes"}.get(trailing, "")
+        raise IndexError(f"{name} on a {np.ndim(array)}-D array needs "
+                         f"{np.ndim(array) - trailing} indices{axes}, got {len(flat)}")
+    return flat
 
 
 def _loader(size: int, ndim: int, name: str):
     def load(array, *index):
-        index = index[0] if len(index) == 1 and isinstance(index[0], tuple) else index
+        index = _indices(array, index, ndim, f"kk.{name}")
         if ndim == 1:
             return np.array([array[(*index, k)] for k in range(size)])
         return np.array([[array[(*index, r, c)] for c in range(size)] for r in range(size)])
@@ -156,6 +180,6 @@ def store(array, index, value):
     axis (`kk.store(a, i, v)` writes a[i, 0], a[i, 1], ...), a matrix along the last two;
     `index` is an integer or a tuple of them."""
     value = np.asarray(value)
-    index = _index_tuple(index)
+    index = _indices(array, (index,), value.ndim, "kk.store")
     for position in np.ndindex(value.shape):
         array[(*index, *position)] = value[position]

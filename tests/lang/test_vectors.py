@@ -3,8 +3,9 @@ promotion, NumPy's arithmetic (elementwise, by scalars, `@`), indexing, the func
 (`kk.dot`, `kk.cross`, `kk.length`, `kk.normalize`, `kk.transpose`), carried through
 loops and branches, passed to and returned from device functions, loaded from and
 stored to arrays; each kernel checked against the same device functions run on the host
-with NumPy. Then their derivatives (enzyme_ext) against finite differences, and the
-errors for what they cannot do."""
+with NumPy (tests/lang/test_vectors_differential.py does so for thirty more). Their IR
+text and the split-tuples pass; their derivatives (enzyme_ext) against finite
+differences and at the zero vector; and the errors for what they cannot do."""
 import functools
 
 import numpy as np
@@ -12,6 +13,10 @@ import pytest
 
 import kernelkit as kk
 from enzyme_ext import Active, Duplicated, Forward, Reverse, autodiff
+from kernelkit.ir.parser import parse_module
+from kernelkit.ir.printer import print_module
+from kernelkit.ir.verifier import IRVerificationError, verify_module
+from kernelkit.passes import run_passes
 
 import source_lines
 
@@ -137,6 +142,61 @@ def test_element_types_follow_numpy_promotion(backend):
     assert kk.to_numpy(out)[0] == 2.0 + 2.0 + 7 + 7 + 1.5 + 0.5 + 1
 
 
+def half_sums(u, w):
+    m = kk.mat33(u, w, w)
+    return kk.vec3(kk.dot(u, w), u @ w, (m @ w)[0])
+
+
+@kk.kernel
+def sums_half_products(out, big):
+    kk.store(out, 0, half_sums(kk.vec3(big, 1, 1), kk.vec3(1, 1, 1, dtype=np.float16)))
+
+
+def test_float16_products_are_summed_in_float32_as_numpys_dot_and_matmul_sum_them(backend):
+    """2048 + 1 + 1 is 2048 summed in float16 (2049 rounds to even), 2050 in float32."""
+    out = kk.zeros(backend, np.float16, (1, 3))
+    launch(backend, sums_half_products, out, np.float16(2048), ndrange=1)
+    u, w = np.array([2048, 1, 1], np.float16), np.ones(3, np.float16)
+    assert np.dot(u, w) == u @ w == 2050
+    np.testing.assert_array_equal(half_sums(u, w), [2050, 2050, 2050])
+    np.testing.assert_array_equal(kk.to_numpy(out)[0], [2050, 2050, 2050])
+
+
+def assembled(u, m):
+    """Vectors and matrices built from numbers, vectors, matrices and tuples, in order."""
+    return (kk.vec4(u, 1), kk.vec4(m), kk.vec4(kk.vec3((7, 8), u[0]), 9),
+            kk.mat22(kk.vec4(m[1], m[0])), kk.mat22(m[1], 5, 6))
+
+
+@kk.kernel
+def assembles(vectors, matrices, u_in, m_in):
+    a, b, c, d, e = assembled(kk.load_vec3(u_in, 0), kk.load_mat22(m_in, 0))
+    kk.store(vectors, 0, a)
+    kk.store(vectors, 1, b)
+    kk.store(vectors, 2, c)
+    kk.store(matrices, 0, d)
+    kk.store(matrices, 1, e)
+
+
+def test_constructors_take_the_numbers_of_their_arguments_in_order_in_kernels_and_on_the_host(
+        backend):
+    u_in, m_in = np.array([[1.0, 2.0, 3.0]]), np.array([[[1.0, 2.0], [3.0, 4.0]]])
+    vectors, matrices = kk.zeros(backend, np.float64, (3, 4)), kk.zeros(backend, np.float64,
+                                                                       (2, 2, 2))
+    launch(backend, assembles, vectors, matrices, kk.to_backend(backend, u_in),
+           kk.to_backend(backend, m_in), ndrange=1)
+    expected = [[1, 2, 3, 1], [1, 2, 3, 4], [7, 8, 1, 9]], [[[3, 4], [1, 2]], [[3, 4], [5, 6]]]
+    host = assembled(kk.load_vec3(u_in, 0), kk.load_mat22(m_in, 0))
+    np.testing.assert_array_equal(host[:3], expected[0])
+    np.testing.assert_array_equal(host[3:], expected[1])
+    np.testing.assert_array_equal(kk.to_numpy(vectors), expected[0])
+    np.testing.assert_array_equal(kk.to_numpy(matrices), expected[1])
+    with pytest.raises(TypeError, match="takes 1 or 3 numbers, got 4"):
+        kk.vec3(kk.vec3(1.0, 2.0, 3.0), 4.0)
+    with pytest.raises(TypeError, match="takes numbers"):
+        kk.vec2(True, 1.0)              # as in a kernel
+
+
 # --- loops, branches, device functions -----------------------------------------------------
 
 
@@ -180,6 +240,70 @@ def test_a_loop_carries_the_elements_of_a_vector_not_the_vector():
     ir = kk.code_ir(integrate, kk.CPU(), np.zeros((N, 3), np.float32),
                     np.zeros((N, 3), np.float32), 5, ndrange=N, workgroupsize=WORKGROUP)
     assert "vec<" not in ir and "tuple" not in ir
+
+
+CARRIED = '''func @f(x, c) -> f64 file "k.py" {
+^bb0(%0: f64, %1: bool):
+  %2 = tuple %0, %0 {shape = [2]} : vec<f64, 2>
+  %3 = tuple %2, %0 : tuple<vec<f64, 2>, f64>
+  br ^bb1(%3)
+^bb1(%4: tuple<vec<f64, 2>, f64>):
+  cbr %1, ^bb1(%4), ^bb2()
+^bb2():
+  %5 = extract %4 {index = 0} : vec<f64, 2>
+  %6 = extract %5 {index = 1} : f64
+  ret %6
+}
+'''
+
+
+def test_vectors_print_as_vec_and_mat_and_the_tuple_that_builds_one_names_its_shape():
+    module = parse_module(CARRIED)
+    verify_module(module)
+    assert print_module(module) == CARRIED
+    without_shape = CARRIED.replace(" {shape = [2]}", "")
+    with pytest.raises(IRVerificationError, match="its operands make it tuple<f64, f64>"):
+        verify_module(parse_module(without_shape))
+
+
+def test_split_tuples_gives_each_element_of_a_nested_tuple_its_own_block_parameter():
+    module = parse_module(CARRIED)
+    run_passes(module, ["split-tuples"], verify=True)
+    assert print_module(module) == '''func @f(x, c) -> f64 file "k.py" {
+^bb0(%0: f64, %1: bool):
+  %2 = tuple %0, %0 {shape = [2]} : vec<f64, 2>
+  %3 = tuple %2, %0 : tuple<vec<f64, 2>, f64>
+  br ^bb1(%0, %0, %0)
+^bb1(%4: f64, %5: f64, %6: f64):
+  %7 = tuple %4, %5 {shape = [2]} : vec<f64, 2>
+  %8 = tuple %7, %6 : tuple<vec<f64, 2>, f64>
+  %9 = extract %8 {index = 0} : vec<f64, 2>
+  %10 = extract %8 {index = 1} : f64
+  %11 = extract %9 {index = 0} : f64
+  %12 = extract %9 {index = 1} : f64
+  cbr %1, ^bb1(%11, %12, %10), ^bb2()
+^bb2():
+  %13 = extract %8 {index = 0} : vec<f64, 2>
+  %14 = extract %13 {index = 1} : f64
+  ret %14
+}
+'''
+
+
+def doubled(make):
+    @kk.kernel
+    def double(out):
+        kk.store(out, 0, make(1.0) * 2.0)
+    return double
+
+
+def test_kernels_that_differ_only_in_the_shape_of_a_vector_are_compiled_apart(backend):
+    """The same source, the same argument types: the vector's constructor, captured, tells
+    the two apart (in the disk cache too)."""
+    for make, size in ((kk.vec2, 2), (kk.vec4, 4)):
+        out = kk.zeros(backend, np.float64, (1, size))
+        launch(backend, doubled(make), out, ndrange=1)
+        np.testing.assert_array_equal(kk.to_numpy(out), np.full((1, size), 2.0))
 
 
 # --- arrays --------------------------------------------------------------------------------
@@ -231,6 +355,18 @@ def test_the_host_functions_compute_with_numpy():
     a = np.zeros((2, 3))
     kk.store(a, 1, kk.vec3(4, 5, 6))
     np.testing.assert_array_equal(kk.load_vec3(a, 1), [4, 5, 6])
+
+
+def test_the_host_loads_and_stores_at_the_indices_a_kernel_takes():
+    """Integers and tuples of them, in order, as many as the axes before the trailing."""
+    grid = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(kk.load_vec4(grid, (1,), 2), grid[1, 2])
+    kk.store(grid, (0, 1, 3), 0.5)
+    assert grid[0, 1, 3] == 0.5
+    with pytest.raises(IndexError, match="needs 2 indices before the last axis, got 1"):
+        kk.load_vec4(grid, 1)
+    with pytest.raises(IndexError, match="needs 1 indices before the last two axes, got 2"):
+        kk.store(grid, (0, 1), kk.mat22(1.0))
 
 
 # --- derivatives ---------------------------------------------------------------------------
@@ -291,6 +427,37 @@ def test_derivatives_through_vector_code_match_finite_differences(backend):
                                rtol=1e-6, atol=1e-7)
 
 
+@kk.kernel
+def lengths_and_directions(out, pos):
+    i = kk.index(kk.Global)
+    v = kk.load_vec3(pos, i)
+    kk.store(out, i, kk.normalize(v) + kk.length(v))
+
+
+def test_length_and_normalize_have_the_derivative_zero_at_the_zero_vector(backend):
+    """Not the NaN of sqrt's infinite derivative at 0 times 0, in either mode; elsewhere
+    their derivatives. Each output's adjoint is 1, and so is each input's tangent."""
+    pos = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 2.0]])
+    d_pos = kk.zeros(backend, np.float64, (2, 3))
+    autodiff(Reverse, lengths_and_directions(backend, 2),
+             Duplicated(kk.zeros(backend, np.float64, (2, 3)), kk.ones(backend, np.float64,
+                                                                       (2, 3))),
+             Duplicated(kk.to_backend(backend, pos), d_pos), ndrange=2)
+    tangents = kk.zeros(backend, np.float64, (2, 3))
+    autodiff(Forward, lengths_and_directions(backend, 2),
+             Duplicated(kk.zeros(backend, np.float64, (2, 3)), tangents),
+             Duplicated(kk.to_backend(backend, pos), kk.ones(backend, np.float64, (2, 3))),
+             ndrange=2)
+    kk.synchronize(backend)
+    size = np.linalg.norm(pos[1])
+    direction = pos[1] / size
+    jacobian = (np.eye(3) - np.outer(direction, direction)) / size + direction  # d out_j / d v_k
+    np.testing.assert_allclose(kk.to_numpy(d_pos), [[0, 0, 0], jacobian.sum(axis=0)],
+                               rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(kk.to_numpy(tangents), [[0, 0, 0], jacobian.sum(axis=1)],
+                               rtol=1e-14, atol=1e-15)
+
+
 # --- errors --------------------------------------------------------------------------------
 
 
@@ -342,6 +509,18 @@ def stores_into_const(out: kk.Const):
     kk.store(out, i, kk.vec2(1.0, 2.0))
 
 
+@kk.kernel
+def negates_bools(out):
+    i = kk.index(kk.Global)
+    v = kk.vec2(1, 0, dtype=np.bool_)
+    kk.store(out, i, -v)
+
+
+@kk.kernel
+def stores_a_number_with_too_few_indices(out):
+    kk.store(out, 0, 1.0)
+
+
 @pytest.mark.parametrize("kernel, line, message", [
     (adds_different_shapes, "v = kk.vec3(1.0, 2.0, 3.0) + kk.vec2", "the shapes differ"),
     (multiplies_matrix_by_vector_with_star, "v = kk.mat22(1.0) * kk.vec2",
@@ -351,9 +530,31 @@ def stores_into_const(out: kk.Const):
     (crosses_2_vectors, "v = kk.cross(kk.vec2", "needs a vector of 3"),
     (indexes_past_the_end, "out[i] = kk.vec2(1.0, 2.0)[2]", "out of range"),
     (stores_into_const, "kk.store(out, i, kk.vec2", "kk.Const"),
+    (negates_bools, "kk.store(out, i, -v)", "a vector of bools cannot be negated"),
+    (stores_a_number_with_too_few_indices, "kk.store(out, 0, 1.0)",
+     "kk.store on a 2-D array needs 2 indices, got 1"),
 ])
 def test_what_vectors_cannot_do_is_an_error_at_the_line(backend, kernel, line, message):
     with pytest.raises(kk.CompileError) as info:
         launch(backend, kernel, kk.zeros(backend, np.float64, (N, 2)), ndrange=N)
     assert message in str(info.value)
     assert_points_at(info.value, kernel.name, line)
+
+
+@kk.kernel
+def matrix_rows(out, mats: kk.Const):
+    i = kk.index(kk.Global)
+    m = kk.load_mat33(mats, i)
+    first, second, third = m
+    total = kk.vec3(0.0)
+    for row in m:
+        total = total + row
+    kk.store(out, i, total * len(m) + second - first + third * 0.0)
+
+
+def test_a_matrix_is_a_sequence_of_rows_for_len_unpacking_and_for_loops(backend):
+    mats = np.random.default_rng(5).uniform(-1, 1, (N, 3, 3))
+    out = kk.zeros(backend, np.float64, (N, 3))
+    launch(backend, matrix_rows, out, kk.to_backend(backend, mats))
+    expected = [3 * sum(m) + m[1] - m[0] for m in mats]   # NumPy iterates rows too
+    np.testing.assert_allclose(kk.to_numpy(out), expected, rtol=1e-14)
