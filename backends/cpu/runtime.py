@@ -6,12 +6,15 @@ threads (as many as the backend with the most threads asks for, less one). A lau
 work-groups are split into chunks that the workers and the thread that synchronizes
 take in turn (as an OpenMP team does: the caller is one of the threads), at most the
 launching backend's `threads` at once, each calling the compiled group function through
-ctypes (which releases the GIL, so the threads run native code in parallel). A small
-launch on an idle device (one its kernel's earlier launches show to take under 200 us),
-and every launch of a one-thread backend on an idle device, runs at once on the calling
-thread: no thread hand-off. A kernel's first launch of few work-items runs its first
-group there, which measures the kernel, and hands the rest to the threads where they are
-long (a few work-items each looping long).
+ctypes (which releases the GIL, so the threads run native code in parallel). On an
+idle device, a launch its kernel's earlier launches show to take from a few
+microseconds to `_CHUNK_SECONDS` is led by the calling thread: it runs the groups and
+shares them, natively, with the workers that are awake (`work_sharing.py`: no Python,
+no lock, no GIL between the threads), so a launch of tens of microseconds runs on every
+core. A smaller one, and every launch of a one-thread backend on an idle device, runs
+at once on the calling thread: no thread hand-off. A kernel's first launch of few
+work-items runs its first group there, which measures the kernel, and hands the rest to
+the threads where they are long (a few work-items each looping long).
 
 A chunk takes at most about `_CHUNK_SECONDS`, so the thread that waits returns to
 Python often: Ctrl-C (KeyboardInterrupt) stops a launch or a synchronize within that
@@ -45,6 +48,7 @@ from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
 from . import fault
 from .fault import running
+from .work_sharing import Mailbox
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
 _INLINE_ITEMS = 1 << 14          # a first launch this small starts on the calling thread
@@ -67,7 +71,17 @@ _CHUNK_SECONDS = 20e-3
 """The longest a chunk should take (estimated from the kernel's earlier chunks): the
 waiting thread sees a KeyboardInterrupt between two chunks."""
 _WAIT_SECONDS = 0.05    # a sleeping thread looks again after this long
-_SPIN_CYCLES = 200_000  # about 0.1 ms: how long an idle worker watches for new work
+_SPIN_CYCLES = 200_000  # about 0.1 ms: how long a waiting thread watches for a retirement
+# About 0.5 ms: how long an idle worker watches the mailbox and the queue for new work.
+# Launches a program makes in a loop come closer together than that, so the workers
+# are there for each (OpenMP's threads spin a few milliseconds by default).
+_SERVE_CYCLES = 1_300_000
+# A launch its kernel's earlier launches show to take this long on one thread, up to
+# `_CHUNK_SECONDS`, is led by the launching thread on an idle device (`_Device.lead`):
+# shared with the awake workers natively, in chunks of about `_LED_CHUNK_SECONDS`.
+_LED_SECONDS = 8e-6
+_LED_CHUNK_SECONDS = 2e-6
+_BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
 _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                   ctypes.c_int64)
 _PYTHON_SCALARS = (float, int, bool)
@@ -94,9 +108,11 @@ class PreparedKernel:
     regrouped: object = None
     fire: object = None       # its `fast_launcher`, once made; False: it has none
     described: int = field(init=False, default=0)   # the description's address
+    entry: int = field(init=False, default=0)       # the group function's address
 
     def __post_init__(self):
         self.described = ctypes.addressof(self.description)
+        self.entry = ctypes.cast(self.function, ctypes.c_void_p).value
 
 
 def default_threads() -> int:
@@ -284,6 +300,16 @@ class CPU(Backend):
         awake, where the others are still waking up)."""
         per_group = prepared.seconds_per_group
         device = _device
+        if _LED_SECONDS <= per_group * total <= _CHUNK_SECONDS and self.threads > 1 \
+                and error_record is None and not device.queue and 1 < total < 2**31:
+            if device.lead(prepared, packed, total, self.threads):
+                return
+            # No worker watches the mailbox. Where such launches come in a burst, wake
+            # them for the next ones; this one runs as before.
+            now = time.perf_counter()
+            if now - device.last_unled < _BURST_SECONDS:
+                device.wake()
+            device.last_unled = now
         if 0 < per_group * total <= _CHUNK_SECONDS and per_group * total < _INLINE_SECONDS \
                 and error_record is None and not device.queue:
             _run(prepared, packed, 0, total)   # the common short launch, in fewest steps
@@ -539,6 +565,10 @@ class _Device:
         # while before it goes to sleep (see `work`).
         self.submissions = np.zeros(1, np.int64)
         self.retired = np.zeros(1, np.int64)     # bumped when a launch is done
+        self.mailbox = Mailbox()
+        self.sleeping = 0             # workers waiting for a notification
+        self.waiting = 0              # threads in `wait` waiting for one
+        self.last_unled = 0.0         # when a launch that could be led last was not
         self._spin = None
 
     def spin(self):
@@ -561,6 +591,54 @@ class _Device:
             if len(self.workers) < launch.threads - 1:
                 self.start(launch.threads - 1)
             self.condition.notify_all()
+
+    def lead(self, prepared: PreparedKernel, packed: bytes, groups: int, threads: int) -> bool:
+        """Run a launch on the calling thread, sharing its groups natively with up to
+        `threads` - 1 workers that are awake (`work_sharing`), if the device is idle and
+        a worker is awake; False where not (the launch is then queued as any other, which
+        wakes them). Meanwhile `_LEADING` holds the head of the queue: launches from
+        other threads queue behind it, and the workers serve the mailbox (without the
+        GIL or the lock)."""
+        with self.condition:
+            if self.queue or self.sleeping >= len(self.workers):
+                # No worker would come soon (they sleep, or there are none yet): the queue
+                # wakes them, and they serve the mailbox for the launches that follow.
+                return False
+            _LEADING.prepared = prepared
+            self.queue.append(_LEADING)
+        # Chunks of about `_LED_CHUNK_SECONDS`, and at most `_SMALLEST_CHUNKS` of them per
+        # thread: each costs two atomic operations on lines the threads share.
+        chunk = max(1, groups // (threads * _SMALLEST_CHUNKS),
+                    int(_LED_CHUNK_SECONDS / prepared.seconds_per_group))
+        running[0] = prepared.described   # for the fault handler (`fault.py`)
+        try:
+            start = time.perf_counter()
+            ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
+            seconds = time.perf_counter() - start
+        finally:
+            with self.condition:
+                if self.queue and self.queue[0] is _LEADING:
+                    self.queue.popleft()
+                if prepared.uses_print:
+                    self.printed = True
+                self.retired[0] += 1
+                if self.queue:   # launches other threads queued meanwhile
+                    self.next_group = self.queue[0].first
+                    self.submissions[0] += 1
+                if self.waiting:
+                    self.condition.notify_all()
+        if ran:
+            # The leader ran chunks from the start until none was left (then waited at
+            # most a chunk's time): its own time per group, as one of the threads.
+            prepared.seconds_per_group = 0.75 * prepared.seconds_per_group + \
+                0.25 * seconds / ran
+        return True
+
+    def wake(self) -> None:
+        """Wake the sleeping workers: they watch the mailbox for a while."""
+        if self.sleeping:
+            with self.condition:
+                self.condition.notify_all()
 
     def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
                    error_record: np.ndarray | None, first: int = 0) -> None:
@@ -612,7 +690,11 @@ class _Device:
                     finally:
                         self.condition.acquire()
                     if self.queue and int(self.retired[0]) == seen:
-                        self.condition.wait(_WAIT_SECONDS)
+                        self.waiting += 1
+                        try:
+                            self.condition.wait(_WAIT_SECONDS)
+                        finally:
+                            self.waiting -= 1
                 printed, self.printed = self.printed, False
         except KeyboardInterrupt as interrupt:
             self.abandon(interrupt)
@@ -631,7 +713,7 @@ class _Device:
                     self.queue.pop()
                 head = self.queue[0]
                 self.next_group = head.groups
-                if self.running == 0:
+                if self.running == 0 and head is not _LEADING:   # its leader removes it
                     self.retire(head)
             while self.queue:
                 self.condition.wait(_WAIT_SECONDS)
@@ -648,7 +730,6 @@ class _Device:
         """Run chunks; when there are none, watch for the next submission for about
         `_SPIN_CYCLES` in native code (without the GIL, without sleeping: launches that
         follow each other start on every thread at once), then sleep until notified."""
-        spin = self.spin()
         word = self.submissions.ctypes.data
         with self.condition:
             while True:
@@ -657,11 +738,13 @@ class _Device:
                 seen = int(self.submissions[0])
                 self.condition.release()
                 try:
-                    spin(word, seen, _SPIN_CYCLES)
+                    self.mailbox.serve(word, seen, _SERVE_CYCLES)
                 finally:
                     self.condition.acquire()
                 if int(self.submissions[0]) == seen:
+                    self.sleeping += 1
                     self.condition.wait()
+                    self.sleeping -= 1
 
     def run_a_chunk(self) -> bool:
         """Run the next chunk of the launch at the head of the queue, if there is one and
@@ -700,10 +783,24 @@ class _Device:
         self.queue.popleft()
         self.next_group = self.queue[0].first if self.queue else 0
         self.retired[0] += 1
-        self.submissions[0] += 1   # idle workers look at the new head
+        if self.queue:
+            self.submissions[0] += 1   # idle workers look at the new head
         self.condition.notify_all()
 
 
+class _Leading:
+    """The head of the queue while a launch is led (`_Device.lead`): no chunks to hand
+    out; the leader removes it."""
+
+    groups = first = threads = 0
+    prepared: PreparedKernel | None = None
+
+    @staticmethod
+    def failed() -> bool:
+        return False
+
+
+_LEADING = _Leading()
 _device = _Device()
 
 

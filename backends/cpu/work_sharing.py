@@ -1,0 +1,265 @@
+"""Native work sharing: a launch's work-groups run on the calling thread and on the
+worker threads that are awake, handed out without Python, without the GIL and without
+a lock.
+
+A worker that has no work watches, in native code (`serve`), two words: the device's
+submissions (a launch queued in Python: it returns to take it) and a mailbox where the
+thread that launches posts a launch it leads (`lead`). The leader writes the kernel's
+entry point, its argument record, the number of work-groups and a chunk size into the
+mailbox, opens it, and takes chunks of groups from the front of the range not yet
+handed out, as the workers that see the post do from its back; each adds the groups it
+ran to a counter. When the range is empty the leader waits for the groups
+others are running, closes the mailbox, and waits until no worker is inside it, so the
+record can be freed once `lead` returns. A launch of a few microseconds is thus
+shared by every awake thread at the cost of a few atomic operations, where a hand-off
+through Python costs tens of microseconds.
+
+The mailbox is 24 int64 words, in three cache lines (the two counters every chunk
+updates each on a line of its own, so threads taking chunks do not contend for the
+line the others read):
+    0: sequence: odd while a launch is posted (open), even otherwise
+    1: entry point   2: argument record   3: work-groups   4: chunk (groups)
+    5: workers inside (they add 1 before they read a post and take it back after)
+    6: seats: how many more workers may take part (the launching backend's threads,
+       less the leader)
+    8: the groups left to hand out, [front, back): back << 32 | front. The leader takes
+       chunks from the front, the workers from the back (each claim a compare-and-
+       swap), so from one launch to the next each thread tends to run the same groups,
+       whose data its cache still holds (as a static schedule would), and whoever is
+       faster takes more.
+    16: the groups that have run
+A worker enters (word 5), reads the post, and runs it only if the sequence is still the
+odd one it saw and it got a seat: the leader closes before it waits for word 5 to come
+back to 0, so no worker reads the record after `lead` returns. Only one launch is posted
+at a time (the device's queue orders them: a launch is led only at the head of an empty
+queue)."""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+from llvmlite import binding as llvm
+
+MAILBOX_WORDS = 24
+
+_LEAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
+                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+_SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                          ctypes.c_int64)
+
+_SOURCE = """
+declare i64 @llvm.readcyclecounter()
+{pause_declaration}
+
+define private void @pause() alwaysinline nounwind {{
+  {pause_call}
+  ret void
+}}
+
+define private i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk,
+                          i1 %from.back) nounwind {{
+start:
+  %left = getelementptr i64, ptr %mailbox, i64 8
+  %done = getelementptr i64, ptr %mailbox, i64 16
+  br label %take
+take:
+  %ran = phi i64 [ 0, %start ], [ %ran.after, %run ]
+  %range = load atomic i64, ptr %left seq_cst, align 8
+  br label %claim
+claim:
+  %seen = phi i64 [ %range, %take ], [ %now, %lost ]
+  %front = and i64 %seen, 4294967295
+  %back = lshr i64 %seen, 32
+  %empty = icmp uge i64 %front, %back
+  br i1 %empty, label %out, label %cut
+cut:
+  %front.end.whole = add i64 %front, %chunk
+  %front.past = icmp ugt i64 %front.end.whole, %back
+  %front.end = select i1 %front.past, i64 %back, i64 %front.end.whole
+  %back.start.whole = sub i64 %back, %chunk
+  %back.past = icmp slt i64 %back.start.whole, %front
+  %back.start = select i1 %back.past, i64 %front, i64 %back.start.whole
+  %first = select i1 %from.back, i64 %back.start, i64 %front
+  %end = select i1 %from.back, i64 %back, i64 %front.end
+  %new.front = select i1 %from.back, i64 %front, i64 %front.end
+  %new.back = select i1 %from.back, i64 %back.start, i64 %back
+  %new.high = shl i64 %new.back, 32
+  %new = or i64 %new.high, %new.front
+  %exchange = cmpxchg ptr %left, i64 %seen, i64 %new seq_cst seq_cst
+  %now = extractvalue {{ i64, i1 }} %exchange, 0
+  %won = extractvalue {{ i64, i1 }} %exchange, 1
+  br i1 %won, label %run, label %lost
+lost:
+  br label %claim
+run:
+  call void %entry(ptr %record, i64 %first, i64 %end)
+  %count = sub i64 %end, %first
+  %ignored = atomicrmw add ptr %done, i64 %count seq_cst
+  %ran.after = add i64 %ran, %count
+  br label %take
+out:
+  ret i64 %ran
+}}
+
+define i64 @kernelkit_lead(ptr %mailbox, ptr %entry, ptr %record, i64 %groups,
+                           i64 %chunk, i64 %helpers) nounwind {{
+start:
+  %entry.word = getelementptr i64, ptr %mailbox, i64 1
+  %record.word = getelementptr i64, ptr %mailbox, i64 2
+  %groups.word = getelementptr i64, ptr %mailbox, i64 3
+  %chunk.word = getelementptr i64, ptr %mailbox, i64 4
+  %left = getelementptr i64, ptr %mailbox, i64 8
+  %done = getelementptr i64, ptr %mailbox, i64 16
+  %seats = getelementptr i64, ptr %mailbox, i64 6
+  store atomic i64 %helpers, ptr %seats seq_cst, align 8
+  %all = shl i64 %groups, 32
+  store atomic i64 %all, ptr %left seq_cst, align 8
+  store atomic i64 0, ptr %done seq_cst, align 8
+  store atomic ptr %entry, ptr %entry.word seq_cst, align 8
+  store atomic ptr %record, ptr %record.word seq_cst, align 8
+  store atomic i64 %groups, ptr %groups.word seq_cst, align 8
+  store atomic i64 %chunk, ptr %chunk.word seq_cst, align 8
+  %closed = load atomic i64, ptr %mailbox seq_cst, align 8
+  %open = add i64 %closed, 1
+  store atomic i64 %open, ptr %mailbox seq_cst, align 8
+  %ran = call i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk, i1 false)
+  call void @finish(ptr %mailbox)
+  ret i64 %ran
+}}
+
+define private void @finish(ptr %mailbox) nounwind {{
+start:
+  %groups.word = getelementptr i64, ptr %mailbox, i64 3
+  %inside = getelementptr i64, ptr %mailbox, i64 5
+  %done = getelementptr i64, ptr %mailbox, i64 16
+  %groups = load atomic i64, ptr %groups.word seq_cst, align 8
+  br label %finishing
+finishing:
+  %finished = load atomic i64, ptr %done seq_cst, align 8
+  %all = icmp sge i64 %finished, %groups
+  br i1 %all, label %close, label %wait.finish
+wait.finish:
+  call void @pause()
+  br label %finishing
+close:
+  %open = load atomic i64, ptr %mailbox seq_cst, align 8
+  %closed = add i64 %open, 1
+  store atomic i64 %closed, ptr %mailbox seq_cst, align 8
+  br label %leaving
+leaving:
+  %count = load atomic i64, ptr %inside seq_cst, align 8
+  %empty = icmp eq i64 %count, 0
+  br i1 %empty, label %out, label %wait.leave
+wait.leave:
+  call void @pause()
+  br label %leaving
+out:
+  ret void
+}}
+
+define i64 @kernelkit_serve(ptr %mailbox, ptr %submissions, i64 %seen,
+                            i64 %cycles) nounwind {{
+start:
+  %entry.word = getelementptr i64, ptr %mailbox, i64 1
+  %record.word = getelementptr i64, ptr %mailbox, i64 2
+  %groups.word = getelementptr i64, ptr %mailbox, i64 3
+  %chunk.word = getelementptr i64, ptr %mailbox, i64 4
+  %inside = getelementptr i64, ptr %mailbox, i64 5
+  %seats = getelementptr i64, ptr %mailbox, i64 6
+  %began = call i64 @llvm.readcyclecounter()
+  br label %watch
+watch:
+  %since = phi i64 [ %began, %start ], [ %since, %idle ], [ %served.at, %served ],
+                   [ %since, %refused ]
+  %last = phi i64 [ -1, %start ], [ %last, %idle ], [ %sequence, %served ],
+                  [ %sequence, %refused ]
+  %submitted = load atomic i64, ptr %submissions seq_cst, align 8
+  %new.work = icmp ne i64 %submitted, %seen
+  br i1 %new.work, label %to.python, label %mailbox.look
+mailbox.look:
+  %sequence = load atomic i64, ptr %mailbox seq_cst, align 8
+  %odd = and i64 %sequence, 1
+  %is.open = icmp ne i64 %odd, 0
+  %unseen = icmp ne i64 %sequence, %last
+  %post = and i1 %is.open, %unseen
+  br i1 %post, label %enter, label %idle
+enter:
+  %ignored.in = atomicrmw add ptr %inside, i64 1 seq_cst
+  %entry = load atomic ptr, ptr %entry.word seq_cst, align 8
+  %record = load atomic ptr, ptr %record.word seq_cst, align 8
+  %groups = load atomic i64, ptr %groups.word seq_cst, align 8
+  %chunk = load atomic i64, ptr %chunk.word seq_cst, align 8
+  %again = load atomic i64, ptr %mailbox seq_cst, align 8
+  %still = icmp eq i64 %again, %sequence
+  br i1 %still, label %sit, label %refused
+sit:
+  %free = atomicrmw sub ptr %seats, i64 1 seq_cst
+  %seated = icmp sgt i64 %free, 0
+  br i1 %seated, label %work, label %refused
+work:
+  %ran = call i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk, i1 true)
+  %ignored.out = atomicrmw sub ptr %inside, i64 1 seq_cst
+  br label %served
+served:
+  %served.at = call i64 @llvm.readcyclecounter()
+  br label %watch
+refused:
+  %ignored.back = atomicrmw sub ptr %inside, i64 1 seq_cst
+  br label %watch
+idle:
+  call void @pause()
+  %now = call i64 @llvm.readcyclecounter()
+  %spent = sub i64 %now, %since
+  %over = icmp uge i64 %spent, %cycles
+  br i1 %over, label %timed.out, label %watch
+to.python:
+  ret i64 1
+timed.out:
+  ret i64 0
+}}
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _functions() -> tuple:
+    from .target import CPUTarget, _loader
+    x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
+    text = _SOURCE.format(
+        pause_declaration="declare void @llvm.x86.sse2.pause()" if x86 else "",
+        pause_call="call void @llvm.x86.sse2.pause()" if x86 else "")
+    target = CPUTarget.host()
+    module = llvm.parse_assembly(text)
+    module.triple = target.triple()
+    module.verify()
+    artifact = target.machine().emit_object(module)
+    lead = _loader.load(artifact, "kernelkit_lead", "kernelkit_lead")
+    serve = _loader.load(artifact, "kernelkit_serve", "kernelkit_serve")
+    return _LEAD(lead), _SERVE(serve)
+
+
+class Mailbox:
+    """The device's mailbox (see the module's docstring) and the two calls on it."""
+
+    def __init__(self):
+        whole = np.zeros(MAILBOX_WORDS + 8, np.int64)
+        start = (-whole.ctypes.data % 64) // 8     # at the start of a cache line
+        self.words = whole[start:start + MAILBOX_WORDS]
+        self.address = self.words.ctypes.data
+        self._lead = self._serve = None
+
+    def lead(self, entry: int, record: bytes, groups: int, chunk: int, helpers: int) -> int:
+        """Run work-groups [0, groups) of the kernel at `entry` on `record`, posted for
+        up to `helpers` workers that serve, in chunks of `chunk`; returns how many
+        groups this thread ran, once all have run and no worker holds the record."""
+        if self._lead is None:
+            self._lead, self._serve = _functions()
+        return self._lead(self.address, entry, record, groups, chunk, helpers)
+
+    def serve(self, submissions: int, seen: int, cycles: int) -> bool:
+        """Run what is posted, and watch for more for about `cycles` CPU cycles after
+        the last; True where the word at `submissions` changed from `seen` (a launch
+        was queued in Python), False after the cycles passed with nothing."""
+        if self._serve is None:
+            self._lead, self._serve = _functions()
+        return bool(self._serve(self.address, submissions, seen, cycles))
