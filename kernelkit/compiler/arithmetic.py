@@ -108,6 +108,10 @@ def _mod(b, x, y, t, env):
 
 def _pow(b, x, y, t, env):
     if t.is_float:
+        if isinstance(y, ir.Constant) and y.constant == 2.0:
+            # x ** 2 as the correctly rounded square that pow gives, on every target and
+            # in every lane (a vector pow may be a few ulps off).
+            return b.fmul(x, x)
         return env.math(b, "pow", [x, y], t)
     # Exponentiation by squaring; a negative exponent gives 0 (NumPy raises instead).
     function = b.function

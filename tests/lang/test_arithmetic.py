@@ -1014,3 +1014,18 @@ def test_binary_math_function_matches_numpy(backend, kernel, reference, domain_a
     b = rng.uniform(*domain_b, N).astype(dtype)
     (y,) = run_elementwise(backend, kernel, [dtype], a, b)
     np.testing.assert_allclose(y, reference(a.astype(np.float64), b.astype(np.float64)), rtol=rtol, atol=atol)
+
+
+@kk.kernel
+def squares(out, x):
+    i = kk.index(kk.Global)
+    out[i] = x[i] ** 2 - x[i] ** 2.0 + x[i] ** 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_float_squared_is_the_correctly_rounded_square(backend, dtype):
+    """x ** 2 is x * x exactly (the correctly rounded square), where a vectorized pow
+    may be an ulp off, in every lane of the work-item loop."""
+    x = np.random.default_rng(3).uniform(-1e3, 1e3, 1000).astype(dtype)
+    (out,) = run_elementwise(backend, squares, [dtype], x)
+    np.testing.assert_array_equal(out, x * x)
