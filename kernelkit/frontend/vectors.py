@@ -134,17 +134,24 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//"
 
 # -- construction ---------------------------------------------------------------------------
 
+def flattened(tr, values, node) -> list:
+    """`values` with each tuple, vector or matrix among them replaced by its elements,
+    in order."""
+    flat = []
+    for value in values:
+        if isinstance(value, Value) and isinstance(value.type, T.TupleType):
+            flat.extend(tr.extract(value, i) for i in range(len(value.type.elements)))
+        elif isinstance(value, PyConst) and isinstance(value.value, tuple):
+            flat.extend(tr.python_value(v, node) for v in value.value)
+        else:
+            flat.append(value)
+    return flat
+
+
 def components(tr, args, node, name) -> list[Value]:
     """The numbers given to a constructor: each argument a number, or a vector or tuple
     whose elements are taken in order."""
-    values = []
-    for arg in args:
-        if isinstance(arg, Value) and isinstance(arg.type, T.TupleType):
-            values.extend(tr.extract(arg, i) for i in range(len(arg.type.elements)))
-        elif isinstance(arg, PyConst) and isinstance(arg.value, tuple):
-            values.extend(tr.python_value(v, node) for v in arg.value)
-        else:
-            values.append(arg)
+    values = flattened(tr, args, node)
     for value in values:
         if not tr.is_scalar(value) or value.type.is_bool:
             raise tr.error(f"{name}() takes numbers, got a {tr.type_name(value)}", node)
@@ -258,14 +265,7 @@ def transpose(tr, node):
 
 def array_position(tr, array, index_values, trailing: list[int], node, name) -> list[Value]:
     """The indices of `array[(*index_values, *trailing)]`, checked."""
-    indices = []
-    for value in index_values:
-        if isinstance(value, Value) and isinstance(value.type, T.TupleType):
-            indices.extend(tr.extract(value, i) for i in range(len(value.type.elements)))
-        elif isinstance(value, PyConst) and isinstance(value.value, tuple):
-            indices.extend(tr.python_value(v, node) for v in value.value)
-        else:
-            indices.append(value)
+    indices = flattened(tr, index_values, node)
     indices.extend(tr.constant(t, T.int64) for t in trailing)
     if len(indices) != array.type.ndim:
         axes = {0: "", 1: " before the last axis", 2: " before the last two axes"}
