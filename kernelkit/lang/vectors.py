@@ -67,7 +67,7 @@ def _vector(size: int):
         return _components(components, name, size, f"1 or {size} numbers", dtype)
     make.__name__ = make.__qualname__ = name
     make.__doc__ = (f"A vector of {size} numbers: `kk.vec{size}(" +
-                    ", ".join("xyzw"[:size]) + ")`, or `kk.vec{size}(s)` for "
+                    ", ".join("xyzw"[:size]) + f")`, or `kk.vec{size}(s)` for "
                     f"{size} copies of `s`; a vector or tuple among the arguments gives its "
                     "numbers in order (`kk.vec4(v3, 1.0)`). `dtype=` sets the element type "
                     "(otherwise NumPy's promotion of the components). In a kernel a value; "
