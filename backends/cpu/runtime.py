@@ -8,7 +8,7 @@ take in turn (as an OpenMP team does: the caller is one of the threads), at most
 launching backend's `threads` at once, each calling the compiled group function through
 ctypes (which releases the GIL, so the threads run native code in parallel). On an
 idle device, a launch its kernel's earlier launches show to take from a few
-microseconds to `_CHUNK_SECONDS` is led by the calling thread: it runs the groups and
+microseconds to `_JOINED_SECONDS` is led by the calling thread: it runs the groups and
 shares them, natively, with the workers that are awake (`work_sharing.py`: no Python,
 no lock, no GIL between the threads), so a launch of tens of microseconds runs on every
 core. A smaller one, and every launch of a one-thread backend on an idle device, runs
@@ -77,8 +77,9 @@ _SPIN_CYCLES = 200_000  # about 0.1 ms: how long a waiting thread watches for a 
 # are there for each (OpenMP's threads spin a few milliseconds by default).
 _SERVE_CYCLES = 1_300_000
 # A launch its kernel's earlier launches show to take this long on one thread, up to
-# `_CHUNK_SECONDS`, is led by the launching thread on an idle device (`_Device.lead`):
+# `_JOINED_SECONDS`, is led by the launching thread on an idle device (`_Device.lead`):
 # shared with the awake workers natively, in chunks of about `_LED_CHUNK_SECONDS`.
+# (A longer one is queued: the launching thread goes on while the workers run it.)
 _LED_SECONDS = 8e-6
 _LED_CHUNK_SECONDS = 2e-6
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
@@ -300,15 +301,15 @@ class CPU(Backend):
         awake, where the others are still waking up)."""
         per_group = prepared.seconds_per_group
         device = _device
-        if _LED_SECONDS <= per_group * total <= _CHUNK_SECONDS and self.threads > 1 \
+        if _LED_SECONDS <= per_group * total < _JOINED_SECONDS and self.threads > 1 \
                 and error_record is None and not device.queue and 1 < total < 2**31:
             if device.lead(prepared, packed, total, self.threads):
                 return
             # No worker watches the mailbox. Where such launches come in a burst, wake
-            # them for the next ones; this one runs as before.
+            # them (or start them) for the next ones; this one runs as before.
             now = time.perf_counter()
             if now - device.last_unled < _BURST_SECONDS:
-                device.wake()
+                device.wake(self.threads)
             device.last_unled = now
         if 0 < per_group * total <= _CHUNK_SECONDS and per_group * total < _INLINE_SECONDS \
                 and error_record is None and not device.queue:
@@ -555,7 +556,11 @@ class _Device:
     the largest `threads` of a backend less one."""
 
     def __init__(self):
-        self.condition = threading.Condition()
+        # `with self.lock` where a KeyboardInterrupt must not leave the lock held:
+        # `Condition.__enter__` and `__exit__` are Python code that it can stop between
+        # taking the lock and entering the block, or before releasing it.
+        self.lock = threading.RLock()
+        self.condition = threading.Condition(self.lock)
         self.queue: deque = deque()
         self.next_group = 0           # the next group of queue[0] to hand out
         self.running = 0              # chunks of queue[0] being run now
@@ -595,38 +600,42 @@ class _Device:
     def lead(self, prepared: PreparedKernel, packed: bytes, groups: int, threads: int) -> bool:
         """Run a launch on the calling thread, sharing its groups natively with up to
         `threads` - 1 workers that are awake (`work_sharing`), if the device is idle and
-        a worker is awake; False where not (the launch is then queued as any other, which
-        wakes them). Meanwhile `_LEADING` holds the head of the queue: launches from
-        other threads queue behind it, and the workers serve the mailbox (without the
-        GIL or the lock)."""
-        with self.condition:
-            if self.queue or self.sleeping >= len(self.workers):
-                # No worker would come soon (they sleep, or there are none yet): the queue
-                # wakes them, and they serve the mailbox for the launches that follow.
-                return False
-            _LEADING.prepared = prepared
-            self.queue.append(_LEADING)
+        a worker is awake; False where not (the caller then runs the launch as before).
+        Meanwhile a `_Leading` holds the head of the queue: launches from other threads
+        queue behind it, and the workers serve the mailbox (without the GIL or the
+        lock)."""
+        if self.queue or self.sleeping >= len(self.workers) or not self.mailbox.ready:
+            # No worker would come soon (they sleep, there are none yet, or they have
+            # not compiled the mailbox's functions yet).
+            return False
         # Chunks of about `_LED_CHUNK_SECONDS`, and at most `_SMALLEST_CHUNKS` of them per
         # thread: each costs two atomic operations on lines the threads share.
         chunk = max(1, groups // (threads * _SMALLEST_CHUNKS),
                     int(_LED_CHUNK_SECONDS / prepared.seconds_per_group))
-        running[0] = prepared.described   # for the fault handler (`fault.py`)
+        leading = _Leading()
+        # The head goes into the queue inside `try` and only its own leader takes it out,
+        # so that a KeyboardInterrupt at any point still takes it out.
         try:
+            with self.lock:
+                if self.queue or self.sleeping >= len(self.workers):
+                    return False
+                self.queue.append(leading)
+            running[0] = prepared.described   # for the fault handler (`fault.py`)
             start = time.perf_counter()
             ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
             seconds = time.perf_counter() - start
         finally:
-            with self.condition:
-                if self.queue and self.queue[0] is _LEADING:
+            with self.lock:
+                if self.queue and self.queue[0] is leading:
                     self.queue.popleft()
-                if prepared.uses_print:
-                    self.printed = True
-                self.retired[0] += 1
-                if self.queue:   # launches other threads queued meanwhile
-                    self.next_group = self.queue[0].first
-                    self.submissions[0] += 1
-                if self.waiting:
-                    self.condition.notify_all()
+                    if prepared.uses_print:
+                        self.printed = True
+                    self.retired[0] += 1
+                    if self.queue:   # launches other threads queued meanwhile
+                        self.next_group = self.queue[0].first
+                        self.submissions[0] += 1
+                    if self.queue or self.waiting:   # the workers may sleep meanwhile
+                        self.condition.notify_all()
         if ran:
             # The leader ran chunks from the start until none was left (then waited at
             # most a chunk's time): its own time per group, as one of the threads.
@@ -634,10 +643,14 @@ class _Device:
                 0.25 * seconds / ran
         return True
 
-    def wake(self) -> None:
-        """Wake the sleeping workers: they watch the mailbox for a while."""
-        if self.sleeping:
-            with self.condition:
+    def wake(self, threads: int) -> None:
+        """Wake the sleeping workers, and start those a backend of `threads` asks for that
+        were never started (launches too short to be queued start none): they watch the
+        mailbox for a while."""
+        if self.sleeping or len(self.workers) < threads - 1:
+            with self.lock:
+                if len(self.workers) < threads - 1:
+                    self.start(threads - 1)
                 self.condition.notify_all()
 
     def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
@@ -707,14 +720,16 @@ class _Device:
         being run have finished, so that nothing writes the launches' arrays after the
         interrupt has reached the caller."""
         with self.condition:
-            names = [launch.prepared.name for launch in self.queue]
+            # (a led launch runs to its end: its leader waits for it natively)
+            names = [launch.prepared.name for launch in self.queue
+                     if not isinstance(launch, _Leading)]
             if self.queue:
                 while len(self.queue) > 1:
                     self.queue.pop()
                 head = self.queue[0]
                 self.next_group = head.groups
-                if self.running == 0 and head is not _LEADING:   # its leader removes it
-                    self.retire(head)
+                if self.running == 0 and not isinstance(head, _Leading):
+                    self.retire(head)   # (a `_Leading` is removed by its leader)
             while self.queue:
                 self.condition.wait(_WAIT_SECONDS)
         _abandoned(interrupt, names)
@@ -727,10 +742,12 @@ class _Device:
             self.workers.append(worker)
 
     def work(self) -> None:
-        """Run chunks; when there are none, watch for the next submission for about
-        `_SPIN_CYCLES` in native code (without the GIL, without sleeping: launches that
-        follow each other start on every thread at once), then sleep until notified."""
+        """Run chunks; when there are none, serve the mailbox and watch for the next
+        submission for about `_SERVE_CYCLES` in native code (without the GIL, without
+        sleeping: launches that follow each other start on every thread at once), then
+        sleep until notified."""
         word = self.submissions.ctypes.data
+        self.spin()   # for `wait`, compiled here: see `Mailbox`
         with self.condition:
             while True:
                 if self.run_a_chunk():
@@ -790,17 +807,15 @@ class _Device:
 
 class _Leading:
     """The head of the queue while a launch is led (`_Device.lead`): no chunks to hand
-    out; the leader removes it."""
+    out; its leader removes it."""
 
     groups = first = threads = 0
-    prepared: PreparedKernel | None = None
 
     @staticmethod
     def failed() -> bool:
         return False
 
 
-_LEADING = _Leading()
 _device = _Device()
 
 

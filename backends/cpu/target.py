@@ -168,22 +168,23 @@ done:
 """
 
 
+def with_pause(template: str) -> str:
+    """LLVM IR text from `template`, a `str.format` template (braces doubled) that may
+    use {pause_declaration} and {pause_call}: the CPU's spin-wait hint, where it has one."""
+    x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
+    return template.format(
+        pause_declaration="declare void @llvm.x86.sse2.pause()" if x86 else "",
+        pause_call="call void @llvm.x86.sse2.pause()" if x86 else "")
+
+
 @functools.lru_cache(maxsize=1)
 def spin_while_equal_address() -> int:
     """The address of `i64 spin(ptr word, i64 value, i64 cycles)`: native code that
     watches `*word` until it differs from `value` or about `cycles` CPU cycles have
     passed, and returns what it saw. Called through ctypes, it waits without the GIL and
     without going to sleep, so a worker thread picks up the next launch at once."""
-    x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
-    text = _SPIN.format(
-        pause_declaration="declare void @llvm.x86.sse2.pause()" if x86 else "",
-        pause_call="call void @llvm.x86.sse2.pause()" if x86 else "")
-    target = CPUTarget.host()
-    module = llvm.parse_assembly(text)
-    module.triple = target.triple()
-    module.verify()
-    return _loader.load(target.machine().emit_object(module), "kernelkit_spin_while_equal",
-                        "kernelkit_spin_while_equal")
+    from kernelkit.compiler.native import host_functions
+    return host_functions(with_pause(_SPIN), {})["kernelkit_spin_while_equal"]
 
 
 __all__ = ["CPUTarget"]

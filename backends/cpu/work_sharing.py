@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 
 import numpy as np
-from llvmlite import binding as llvm
 
 MAILBOX_WORDS = 24
 
@@ -221,25 +221,31 @@ timed.out:
 """
 
 
+_compiling = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1)
+def _compiled() -> tuple:
+    from kernelkit.compiler.native import host_functions
+
+    from .target import with_pause
+    functions = host_functions(with_pause(_SOURCE), {})   # from the disk cache, once there
+    return _LEAD(functions["kernelkit_lead"]), _SERVE(functions["kernelkit_serve"])
+
+
 def _functions() -> tuple:
-    from .target import CPUTarget, _loader
-    x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
-    text = _SOURCE.format(
-        pause_declaration="declare void @llvm.x86.sse2.pause()" if x86 else "",
-        pause_call="call void @llvm.x86.sse2.pause()" if x86 else "")
-    target = CPUTarget.host()
-    module = llvm.parse_assembly(text)
-    module.triple = target.triple()
-    module.verify()
-    artifact = target.machine().emit_object(module)
-    lead = _loader.load(artifact, "kernelkit_lead", "kernelkit_lead")
-    serve = _loader.load(artifact, "kernelkit_serve", "kernelkit_serve")
-    return _LEAD(lead), _SERVE(serve)
+    """(lead, serve), compiled once: by one thread, where several workers start at once."""
+    with _compiling:
+        return _compiled()
 
 
 class Mailbox:
-    """The device's mailbox (see the module's docstring) and the two calls on it."""
+    """The device's mailbox (see the module's docstring) and the two calls on it.
+
+    The functions are compiled by the first worker that serves, never by a thread that
+    launches: a KeyboardInterrupt (which only the main thread sees) arriving while
+    llvmlite frees what it made can have it free the same memory twice, so `lead` may
+    be called only once the mailbox is `ready` (a launch is not led before)."""
 
     def __init__(self):
         whole = np.zeros(MAILBOX_WORDS + 8, np.int64)
@@ -248,12 +254,15 @@ class Mailbox:
         self.address = self.words.ctypes.data
         self._lead = self._serve = None
 
+    @property
+    def ready(self) -> bool:
+        return self._lead is not None
+
     def lead(self, entry: int, record: bytes, groups: int, chunk: int, helpers: int) -> int:
         """Run work-groups [0, groups) of the kernel at `entry` on `record`, posted for
         up to `helpers` workers that serve, in chunks of `chunk`; returns how many
         groups this thread ran, once all have run and no worker holds the record."""
-        if self._lead is None:
-            self._lead, self._serve = _functions()
+        assert self._lead is not None, "a worker compiles the functions (`ready`)"
         return self._lead(self.address, entry, record, groups, chunk, helpers)
 
     def serve(self, submissions: int, seen: int, cycles: int) -> bool:

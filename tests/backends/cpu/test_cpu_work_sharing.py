@@ -1,14 +1,22 @@
 """Launches led by the launching thread and shared natively with the awake workers
 (`backends/cpu/work_sharing.py`): every group runs once, in the order of the stream,
 beside queued and inline launches, from several Python threads at once, and with
-workers of a backend that allows more threads than the launching one."""
+workers of a backend that allows more threads than the launching one; the mailbox
+hands out each group of a launch once, at any size, and no worker touches a launch
+after its leader returned; a Ctrl-C anywhere leaves the device usable."""
+import random
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import kernelkit as kk
 from backends.cpu import runtime
+from backends.cpu.work_sharing import Mailbox
 
 MID = 40_000        # a launch of tens of microseconds: led, once the kernel is measured
 BIG = 400_000
@@ -28,13 +36,12 @@ def expected_after(steps, n):
     return a
 
 
-@pytest.fixture
-def led_count(monkeypatch):
-    """How many launches `_Device.lead` ran. Meanwhile idle workers watch the mailbox
+def counting_leads(monkeypatch, device) -> list:
+    """[how many launches `device.lead` ran]. Meanwhile idle workers watch the mailbox
     without timing out (on a loaded machine they may not run for longer than they
-    normally watch, and the launches would not be led); afterwards they are sent back
-    to their normal watch."""
-    device = runtime._device
+    normally watch, and the launches would not be led), and every launch a worker could
+    take is led whatever its kernel's estimate (the first measurements on a loaded
+    machine can be a hundred times too long)."""
     count = [0]
     lead = device.lead
 
@@ -44,11 +51,31 @@ def led_count(monkeypatch):
         return led
     monkeypatch.setattr(device, "lead", counting)
     monkeypatch.setattr(runtime, "_SERVE_CYCLES", 10**13)
-    yield count
+    monkeypatch.setattr(runtime, "_JOINED_SECONDS", 10.0)
+    return count
+
+
+def send_back(monkeypatch, device) -> None:
+    """Undo the test's patches; the workers of `device` go back to their normal watch."""
     monkeypatch.undo()
     with device.condition:
         device.submissions[0] += 1
         device.condition.notify_all()
+
+
+@pytest.fixture
+def led_count(monkeypatch):
+    """See `counting_leads`; the device has started a worker, which has made the
+    mailbox's functions ready (until then no launch is led)."""
+    count = counting_leads(monkeypatch, runtime._device)
+    backend = kk.CPU(threads=2)
+    step(backend, 256)(np.zeros(BIG, np.int64), 0, ndrange=BIG)   # queued: starts one
+    kk.synchronize(backend)
+    deadline = time.monotonic() + 30
+    while not runtime._device.mailbox.ready and time.monotonic() < deadline:
+        time.sleep(0.001)
+    yield count
+    send_back(monkeypatch, runtime._device)
 
 
 def test_led_launches_run_every_group_once_in_stream_order(led_count):
@@ -109,6 +136,76 @@ def test_threads_launching_at_once_each_get_their_own_results(led_count):
     assert led_count[0] > 0
 
 
+@kk.kernel
+def step_past_the_end(a, k):   # the last work-item writes one past the end
+    i = kk.index(kk.Global)
+    a[i + 1] = (a[i] * 3 + k + i % 7) % MODULUS
+
+
+@kk.kernel
+def step_and_say(a, k):
+    i = kk.index(kk.Global)
+    a[i] = (a[i] * 3 + k + i % 7) % MODULUS
+    if i == 0:
+        kk.print("said", k)
+
+
+def test_led_launches_beside_checked_failing_and_printing_ones_from_other_threads(
+        led_count, capfd):
+    capfd.readouterr()
+    errors = []
+
+    def led():
+        backend = kk.CPU(threads=2)
+        a = np.zeros(MID, np.int64)
+        for k in range(150):
+            step(backend, 256)(a, k, ndrange=MID)
+            if k % 3 == 0:
+                kk.synchronize(backend)
+        kk.synchronize(backend)
+        np.testing.assert_array_equal(a, expected_after(range(150), MID))
+
+    def checked():
+        backend = kk.CPU(threads=2, debug=True)
+        a = np.zeros(MID, np.int64)
+        failed = 0
+        for k in range(30):
+            try:
+                if k % 5 == 4:
+                    step_past_the_end(backend, 256)(a, k, ndrange=MID)
+                else:
+                    step(backend, 256)(a, k, ndrange=MID)
+                kk.synchronize(backend)
+            except IndexError:
+                failed += 1
+        assert failed == 6
+
+    def printing():
+        backend = kk.CPU(threads=4)
+        a = np.zeros(MID, np.int64)
+        for k in range(60):
+            step_and_say(backend, 256)(a, k, ndrange=MID)
+        kk.synchronize(backend)
+        np.testing.assert_array_equal(a, expected_after(range(60), MID))
+
+    def run(body):
+        try:
+            body()
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(body,)) for body in (led, checked, printing)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[0]
+    kk.synchronize(kk.CPU())
+    said = capfd.readouterr().out.split("\n")
+    assert sorted(line for line in said if line) == sorted(f"said {k}" for k in range(60))
+    assert led_count[0] > 0
+
+
 def test_a_backend_of_fewer_threads_leads_beside_workers_of_one_of_more(led_count):
     wide, narrow = kk.CPU(threads=4), kk.CPU(threads=2)
     a, b = np.zeros(BIG, np.int64), np.zeros(MID, np.int64)
@@ -119,3 +216,302 @@ def test_a_backend_of_fewer_threads_leads_beside_workers_of_one_of_more(led_coun
         kk.synchronize(narrow)
     np.testing.assert_array_equal(b, expected_after(range(100), MID))
     assert led_count[0] > 50
+
+
+# -- the mailbox on its own: a group function that records what it was handed -------------
+
+RECORDER = """
+define void @kernelkit_test_record_range(ptr %record, i64 %first, i64 %end) {
+  %count.at = load ptr, ptr %record
+  %ranges.slot = getelementptr ptr, ptr %record, i64 1
+  %ranges = load ptr, ptr %ranges.slot
+  %index = atomicrmw add ptr %count.at, i64 1 seq_cst
+  %at = mul i64 %index, 2
+  %first.at = getelementptr i64, ptr %ranges, i64 %at
+  store i64 %first, ptr %first.at
+  %end.index = add i64 %at, 1
+  %end.at = getelementptr i64, ptr %ranges, i64 %end.index
+  store i64 %end, ptr %end.at
+  ret void
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def record_range() -> int:
+    from kernelkit.compiler.native import host_functions
+    return host_functions(RECORDER, {})["kernelkit_test_record_range"]
+
+
+class Served:
+    """A mailbox served by `helpers` threads of this test, until `stop`."""
+
+    def __init__(self, helpers: int):
+        self.mailbox = Mailbox()
+        self.submissions = np.zeros(1, np.int64)
+        self.mailbox.serve(self.submissions.ctypes.data, 0, 1)   # compiles the functions
+        self.serving = threading.Barrier(helpers + 1)
+        self.threads = [threading.Thread(target=self.serve, daemon=True)
+                        for _ in range(helpers)]
+        for thread in self.threads:
+            thread.start()
+        self.serving.wait()
+
+    def serve(self):
+        self.serving.wait()
+        while not self.mailbox.serve(self.submissions.ctypes.data, 0, 10**13):
+            pass
+
+    def stop(self):
+        self.submissions[0] = 1
+        for thread in self.threads:
+            thread.join()
+
+
+def lead_and_check(served: Served, record_range: int, groups: int, chunk: int, helpers: int):
+    """Lead a launch of the recording function; check that the ranges it was called on
+    are [0, groups) once, in chunks of at most `chunk`. Returns the launch's call counter
+    (a caller checks that nothing calls it later), its calls, and the groups the leader
+    ran."""
+    most = groups // chunk + 3
+    count = np.zeros(1, np.int64)
+    ranges = np.full((most, 2), -1, np.int64)
+    record = np.array([count.ctypes.data, ranges.ctypes.data], np.uint64).tobytes()
+    ran = served.mailbox.lead(record_range, record, groups, chunk, helpers)
+    calls = int(count[0])
+    assert 1 <= calls <= most
+    handed = sorted(map(tuple, ranges[:calls].tolist()))
+    assert handed[0][0] == 0 and handed[-1][1] == groups
+    assert all(previous[1] == following[0] for previous, following in zip(handed, handed[1:]))
+    assert all(0 < end - first <= chunk for first, end in handed)
+    assert 0 <= ran <= groups
+    return count, calls, ran
+
+
+@pytest.mark.parametrize("groups, chunk", [
+    (2, 1), (3, 1), (2, 5), (1000, 1), (1000, 7), (1000, 10**6), (2**31 - 1, 2**27),
+    (2**31 - 1, 2**31 - 2), (2**31 - 1, 2**40)])
+def test_the_mailbox_hands_out_every_group_once_at_any_size(record_range, groups, chunk):
+    served = Served(helpers=2)
+    try:
+        for _ in range(20):
+            lead_and_check(served, record_range, groups, chunk, helpers=2)
+    finally:
+        served.stop()
+
+
+def test_no_helper_calls_a_launch_after_its_leader_returned(record_range):
+    # Many small launches in a row, each with a record of its own, helpers joining
+    # late and refused: a stale helper would add a call to an earlier launch's counter.
+    served = Served(helpers=3)
+    try:
+        finished = []
+        helped = 0   # groups the helpers ran: on a loaded machine they may come late
+        deadline = time.monotonic() + 10
+        while len(finished) < 3000 or (not helped and time.monotonic() < deadline):
+            groups = random.randint(2, 40)
+            count, calls, ran = lead_and_check(served, record_range, groups, 1,
+                                               helpers=1 + len(finished) % 3)
+            finished.append((count, calls))
+            helped += groups - ran
+        time.sleep(0.01)
+    finally:
+        served.stop()
+    assert [int(count[0]) for count, _ in finished] == [calls for _, calls in finished]
+    assert helped > 0
+
+
+# -- the device ----------------------------------------------------------------------------
+
+def test_a_launch_queued_behind_a_led_one_starts_without_a_synchronize(led_count, monkeypatch):
+    # Another thread queues a long launch while this one leads; the workers have gone to
+    # sleep meanwhile. When the led launch is done, they must be woken for the queued
+    # one: nobody else would start it before a synchronize.
+    device = runtime._device
+    backend = kk.CPU(threads=2)
+    a, b = np.zeros(MID, np.int64), np.zeros(BIG, np.int64)
+    for k in range(3):
+        step(backend, 256)(a, k, ndrange=MID)
+        step(backend, 256)(b, k, ndrange=BIG)
+        kk.synchronize(backend)
+    mailbox_lead = device.mailbox.lead
+
+    def lead_once_the_workers_sleep(*args):
+        # The queued launch makes the workers look at the queue, then watch again: not
+        # for long now.
+        monkeypatch.setattr(runtime, "_SERVE_CYCLES", 1000)
+        other = threading.Thread(target=lambda: step(backend, 256)(b, 3, ndrange=BIG))
+        other.start()
+        other.join()
+        assert len(device.queue) == 2   # behind this launch's head
+        deadline = time.monotonic() + 10
+        while device.sleeping < len(device.workers) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert device.sleeping == len(device.workers)
+        return mailbox_lead(*args)
+
+    monkeypatch.setattr(device.mailbox, "lead", lead_once_the_workers_sleep)
+    led = led_count[0]
+    step(backend, 256)(a, 3, ndrange=MID)
+    assert led_count[0] == led + 1
+    monkeypatch.setattr(device.mailbox, "lead", mailbox_lead)
+    deadline = time.monotonic() + 10
+    while device.queue and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert not device.queue, "the queued launch did not start"
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(a, expected_after(range(4), MID))
+    np.testing.assert_array_equal(b, expected_after(range(4), BIG))
+
+
+@kk.kernel
+def small_step(a, k):   # `step`, measured only by the launches of the test below
+    i = kk.index(kk.Global)
+    a[i] = (a[i] * 3 + k + i % 7) % MODULUS
+
+
+def test_launches_too_small_to_be_queued_start_the_workers_that_share_them(monkeypatch):
+    # A device whose launches were all small enough to run on the calling thread has
+    # started no worker; a burst of them starts the workers and is led from then on.
+    device = runtime._Device()
+    monkeypatch.setattr(runtime, "_device", device)
+    # (however long a noisy machine makes them look: none is queued, which starts workers)
+    monkeypatch.setattr(runtime, "_FIRST_LAUNCH_SECONDS", 10.0)
+    monkeypatch.setattr(runtime, "_INLINE_SECONDS", 10.0)
+    count = counting_leads(monkeypatch, device)
+    try:
+        backend = kk.CPU(threads=2)
+        n = 12_000    # under the size whose first launch is queued (`_INLINE_ITEMS`)
+        a = np.zeros(n, np.int64)
+        steps = []
+        deadline = time.monotonic() + 10
+        while count[0] < 20 and time.monotonic() < deadline:
+            small_step(backend, 256)(a, len(steps), ndrange=n)
+            steps.append(len(steps))
+            kk.synchronize(backend)
+        assert count[0] >= 20
+        np.testing.assert_array_equal(a, expected_after(steps, n))
+    finally:
+        send_back(monkeypatch, device)
+
+
+def test_the_mailbox_is_compiled_by_a_worker_never_by_the_launching_thread(monkeypatch):
+    # A Ctrl-C while llvmlite frees what it made can have it free the same memory twice
+    # (the process aborts); only the main thread sees Ctrl-C, and it launches.
+    from backends.cpu import work_sharing
+    callers = []
+    functions = work_sharing._functions
+
+    def compiling():
+        callers.append(threading.current_thread())
+        return functions()
+    monkeypatch.setattr(work_sharing, "_functions", compiling)
+    device = runtime._Device()
+    monkeypatch.setattr(runtime, "_device", device)
+    count = counting_leads(monkeypatch, device)
+    try:
+        backend = kk.CPU(threads=2)
+        step(backend, 256)(np.zeros(BIG, np.int64), 0, ndrange=BIG)   # queued: starts one
+        a = np.zeros(MID, np.int64)
+        steps = []
+        deadline = time.monotonic() + 10
+        while count[0] < 20 and time.monotonic() < deadline:
+            step(backend, 256)(a, len(steps), ndrange=MID)
+            steps.append(len(steps))
+            kk.synchronize(backend)
+        assert count[0] >= 20
+        assert callers and threading.main_thread() not in callers
+        np.testing.assert_array_equal(a, expected_after(steps, MID))
+    finally:
+        send_back(monkeypatch, device)
+
+
+@kk.kernel
+def loop_long(a, rounds):
+    i = kk.index(kk.Global)
+    x = a[i]
+    for r in range(rounds):
+        x = (x * 3 + r + i % 7) % MODULUS
+    a[i] = x
+
+
+def test_a_launch_of_milliseconds_is_queued_so_that_the_caller_goes_on_meanwhile(
+        monkeypatch):
+    # Before work sharing such a launch was queued and the caller went on (to prepare the
+    # next launch, say) while the workers ran it; led, the caller would wait for it.
+    backend = kk.CPU(threads=2)
+    n = 50_000
+    a = np.zeros(n, np.int64)
+    launch = loop_long(backend, 256)
+    rounds = 4
+    for _ in range(4):   # rounds for about 10 ms on two threads
+        start = time.perf_counter()
+        launch(a, rounds, ndrange=n)
+        kk.synchronize(backend)
+        rounds = max(rounds, int(rounds * 10e-3 / (time.perf_counter() - start)))
+    (prepared,) = [prepared for key, prepared in loop_long._specializations.items()
+                   if key[0] is backend]
+    monkeypatch.setattr(prepared, "seconds_per_group", 5e-3 / (n // 256 + 1))  # 5 ms
+    launch(a, rounds, ndrange=n)
+    queued = len(runtime._device.queue)
+    kk.synchronize(backend)
+    assert queued == 1
+
+
+INTERRUPTED = textwrap.dedent("""
+    import random
+    import signal
+    import time
+
+    import numpy as np
+    import kernelkit as kk
+    from backends.cpu import runtime
+
+    @kk.kernel
+    def step(a, k):
+        i = kk.index(kk.Global)
+        a[i] = (a[i] * 3 + k + i % 7) % 1_000_003
+
+    device = runtime._device
+    backend = kk.CPU(threads=2)
+    a = np.zeros(40_000, np.int64)
+    for k in range(20):
+        step(backend, 256)(a, k, ndrange=len(a))
+        kk.synchronize(backend)
+    runtime._SERVE_CYCLES = 10**13   # the workers watch the mailbox all along
+    runtime._JOINED_SECONDS = 10.0
+    with device.condition:
+        device.submissions[0] += 1
+        device.condition.notify_all()
+
+    def interrupt(*_):   # as Ctrl-C does, at whatever bytecode the main thread is
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGALRM, interrupt)
+    for trial in range(TRIALS):
+        try:
+            signal.setitimer(signal.ITIMER_REAL, random.uniform(1e-6, 1e-3))
+            while True:
+                step(backend, 256)(a, trial, ndrange=len(a))
+                kk.synchronize(backend)
+        except KeyboardInterrupt:
+            pass
+        heads = [type(launch).__name__ for launch in device.queue]
+        if heads or device.condition._is_owned():
+            print("wedged after", trial, "interrupts:", heads, "lock held:",
+                  device.condition._is_owned(), flush=True)
+            raise SystemExit(1)
+    kk.synchronize(backend)
+    print("usable after", TRIALS, "interrupts", flush=True)
+    """)
+
+
+def test_ctrl_c_anywhere_in_a_loop_of_led_launches_leaves_the_device_usable(tmp_path):
+    # A KeyboardInterrupt can surface at any bytecode of the main thread; none may leave
+    # the head of a led launch in the queue (every synchronize would then hang) or the
+    # device's lock held (the workers would wait for it forever).
+    script = tmp_path / "child.py"
+    script.write_text(INTERRUPTED.replace("TRIALS", "600"))
+    child = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           timeout=120)
+    assert child.returncode == 0, child.stdout + child.stderr[-3000:]
+    assert "usable after 600 interrupts" in child.stdout
