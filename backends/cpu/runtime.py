@@ -83,6 +83,7 @@ _SERVE_CYCLES = 1_300_000
 _LED_SECONDS = 8e-6
 _LED_CHUNK_SECONDS = 2e-6
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
+_WAKE_SECONDS = 1e-4    # how long the waking thread leaves the GIL to the woken workers
 _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                   ctypes.c_int64)
 _PYTHON_SCALARS = (float, int, bool)
@@ -652,6 +653,10 @@ class _Device:
                 if len(self.workers) < threads - 1:
                     self.start(threads - 1)
                 self.condition.notify_all()
+            # A woken worker needs the GIL for a few Python steps before it watches the
+            # mailbox without it; between its short native calls this thread would take
+            # the GIL back first, and the worker wait for Python's switch interval (5 ms).
+            time.sleep(_WAKE_SECONDS)
 
     def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
                    error_record: np.ndarray | None, first: int = 0) -> None:
