@@ -83,7 +83,7 @@ _SERVE_CYCLES = 1_300_000
 _LED_SECONDS = 8e-6
 _LED_CHUNK_SECONDS = 2e-6
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
-_WAKE_SECONDS = 1e-4    # how long the waking thread leaves the GIL to the woken workers
+_WAKE_CYCLES = 260_000  # about 0.1 ms: how long the waking thread waits for one to watch
 _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                   ctypes.c_int64)
 _PYTHON_SCALARS = (float, int, bool)
@@ -649,6 +649,7 @@ class _Device:
         were never started (launches too short to be queued start none): they watch the
         mailbox for a while."""
         if self.sleeping or len(self.workers) < threads - 1:
+            watching = self.mailbox.watching
             with self.lock:
                 if len(self.workers) < threads - 1:
                     self.start(threads - 1)
@@ -656,7 +657,13 @@ class _Device:
             # A woken worker needs the GIL for a few Python steps before it watches the
             # mailbox without it; between its short native calls this thread would take
             # the GIL back first, and the worker wait for Python's switch interval (5 ms).
-            time.sleep(_WAKE_SECONDS)
+            # So this thread waits for it without the GIL, and awake: a thread that
+            # sleeps here could be woken on the core the worker now runs on, and the
+            # two share one core for milliseconds.
+            if self._spin is not None:
+                self._spin(self.mailbox.watching_address, watching, _WAKE_CYCLES)
+            else:
+                time.sleep(1e-4)   # a new worker compiles the spin wait (see `Mailbox`)
 
     def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
                    error_record: np.ndarray | None, first: int = 0) -> None:

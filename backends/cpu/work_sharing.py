@@ -22,11 +22,16 @@ line the others read):
     5: workers inside (they add 1 before they read a post and take it back after)
     6: seats: how many more workers may take part (the launching backend's threads,
        less the leader)
+    7: twice the launching backend's threads
     8: the groups left to hand out, [front, back): back << 32 | front. The leader takes
        chunks from the front, the workers from the back (each claim a compare-and-
        swap), so from one launch to the next each thread tends to run the same groups,
        whose data its cache still holds (as a static schedule would), and whoever is
-       faster takes more.
+       faster takes more. A claim is guided: the groups left over word 7, and at least
+       the chunk, so a launch is handed out in a few claims per thread (each moves
+       the line between the cores) and still ends in small ones (the threads finish
+       together).
+    12: the workers watching the mailbox (in `serve`)
     16: the groups that have run
 A worker enters (word 5), reads the post, and runs it only if the sequence is still the
 odd one it saw and it got a seat: the leader closes before it waits for word 5 to come
@@ -42,6 +47,7 @@ import threading
 import numpy as np
 
 MAILBOX_WORDS = 24
+_WATCHING = 12   # the word that counts the workers in `serve`
 
 _LEAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
                          ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
@@ -60,8 +66,10 @@ define private void @pause() alwaysinline nounwind {{
 define private i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk,
                           i1 %from.back) nounwind {{
 start:
+  %divisor.word = getelementptr i64, ptr %mailbox, i64 7
   %left = getelementptr i64, ptr %mailbox, i64 8
   %done = getelementptr i64, ptr %mailbox, i64 16
+  %divisor = load atomic i64, ptr %divisor.word seq_cst, align 8
   br label %take
 take:
   %ran = phi i64 [ 0, %start ], [ %ran.after, %run ]
@@ -74,10 +82,14 @@ claim:
   %empty = icmp uge i64 %front, %back
   br i1 %empty, label %out, label %cut
 cut:
-  %front.end.whole = add i64 %front, %chunk
+  %remaining = sub i64 %back, %front
+  %guided = udiv i64 %remaining, %divisor
+  %small = icmp ult i64 %guided, %chunk
+  %size = select i1 %small, i64 %chunk, i64 %guided
+  %front.end.whole = add i64 %front, %size
   %front.past = icmp ugt i64 %front.end.whole, %back
   %front.end = select i1 %front.past, i64 %back, i64 %front.end.whole
-  %back.start.whole = sub i64 %back, %chunk
+  %back.start.whole = sub i64 %back, %size
   %back.past = icmp slt i64 %back.start.whole, %front
   %back.start = select i1 %back.past, i64 %front, i64 %back.start.whole
   %first = select i1 %from.back, i64 %back.start, i64 %front
@@ -112,7 +124,11 @@ start:
   %left = getelementptr i64, ptr %mailbox, i64 8
   %done = getelementptr i64, ptr %mailbox, i64 16
   %seats = getelementptr i64, ptr %mailbox, i64 6
+  %divisor.word = getelementptr i64, ptr %mailbox, i64 7
   store atomic i64 %helpers, ptr %seats seq_cst, align 8
+  %threads = add i64 %helpers, 1
+  %divisor = shl i64 %threads, 1
+  store atomic i64 %divisor, ptr %divisor.word seq_cst, align 8
   %all = shl i64 %groups, 32
   store atomic i64 %all, ptr %left seq_cst, align 8
   store atomic i64 0, ptr %done seq_cst, align 8
@@ -167,11 +183,15 @@ start:
   %chunk.word = getelementptr i64, ptr %mailbox, i64 4
   %inside = getelementptr i64, ptr %mailbox, i64 5
   %seats = getelementptr i64, ptr %mailbox, i64 6
+  %watching = getelementptr i64, ptr %mailbox, i64 12
+  %ignored.watch = atomicrmw add ptr %watching, i64 1 seq_cst
   %began = call i64 @llvm.readcyclecounter()
   br label %watch
 watch:
-  %since = phi i64 [ %began, %start ], [ %since, %idle ], [ %served.at, %served ],
-                   [ %since, %refused ]
+  %idle.time = phi i64 [ 0, %start ], [ %idle.after, %idle ], [ 0, %served ],
+                       [ %idle.time, %refused ]
+  %before = phi i64 [ %began, %start ], [ %now, %idle ], [ %served.at, %served ],
+                    [ %before, %refused ]
   %last = phi i64 [ -1, %start ], [ %last, %idle ], [ %sequence, %served ],
                   [ %sequence, %refused ]
   %submitted = load atomic i64, ptr %submissions seq_cst, align 8
@@ -210,12 +230,19 @@ refused:
 idle:
   call void @pause()
   %now = call i64 @llvm.readcyclecounter()
-  %spent = sub i64 %now, %since
-  %over = icmp uge i64 %spent, %cycles
+  ; Only short gaps count as time spent watching: a longer one is a time the thread did
+  ; not run (the system ran another), and it must still watch as long once it runs.
+  %gap = sub i64 %now, %before
+  %short = icmp ult i64 %gap, 100000
+  %counted = select i1 %short, i64 %gap, i64 0
+  %idle.after = add i64 %idle.time, %counted
+  %over = icmp uge i64 %idle.after, %cycles
   br i1 %over, label %timed.out, label %watch
 to.python:
+  %ignored.unwatch = atomicrmw sub ptr %watching, i64 1 seq_cst
   ret i64 1
 timed.out:
+  %ignored.unwatch.idle = atomicrmw sub ptr %watching, i64 1 seq_cst
   ret i64 0
 }}
 """
@@ -258,6 +285,15 @@ class Mailbox:
     def ready(self) -> bool:
         return self._lead is not None
 
+    @property
+    def watching(self) -> int:
+        """How many workers watch it now (in `serve`)."""
+        return int(self.words[_WATCHING])
+
+    @property
+    def watching_address(self) -> int:
+        return self.address + 8 * _WATCHING
+
     def lead(self, entry: int, record: bytes, groups: int, chunk: int, helpers: int) -> int:
         """Run work-groups [0, groups) of the kernel at `entry` on `record`, posted for
         up to `helpers` workers that serve, in chunks of `chunk`; returns how many
@@ -267,8 +303,9 @@ class Mailbox:
 
     def serve(self, submissions: int, seen: int, cycles: int) -> bool:
         """Run what is posted, and watch for more for about `cycles` CPU cycles after
-        the last; True where the word at `submissions` changed from `seen` (a launch
-        was queued in Python), False after the cycles passed with nothing."""
+        the last (a time the system ran other threads does not count); True where the
+        word at `submissions` changed from `seen` (a launch was queued in Python),
+        False after the cycles passed with nothing."""
         if self._serve is None:
             self._lead, self._serve = _functions()
         return bool(self._serve(self.address, submissions, seen, cycles))

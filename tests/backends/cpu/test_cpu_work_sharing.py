@@ -270,7 +270,8 @@ class Served:
 
 def lead_and_check(served: Served, record_range: int, groups: int, chunk: int, helpers: int):
     """Lead a launch of the recording function; check that the ranges it was called on
-    are [0, groups) once, in chunks of at most `chunk`. Returns the launch's call counter
+    are [0, groups) once, in claims of at most a share of the groups (guided) or
+    `chunk`, whichever is larger. Returns the launch's call counter
     (a caller checks that nothing calls it later), its calls, and the groups the leader
     ran."""
     most = groups // chunk + 3
@@ -283,7 +284,8 @@ def lead_and_check(served: Served, record_range: int, groups: int, chunk: int, h
     handed = sorted(map(tuple, ranges[:calls].tolist()))
     assert handed[0][0] == 0 and handed[-1][1] == groups
     assert all(previous[1] == following[0] for previous, following in zip(handed, handed[1:]))
-    assert all(0 < end - first <= chunk for first, end in handed)
+    largest = max(chunk, groups // (2 * (helpers + 1)))
+    assert all(0 < end - first <= largest for first, end in handed)
     assert 0 <= ran <= groups
     return count, calls, ran
 
@@ -298,6 +300,56 @@ def test_the_mailbox_hands_out_every_group_once_at_any_size(record_range, groups
             lead_and_check(served, record_range, groups, chunk, helpers=2)
     finally:
         served.stop()
+
+
+def test_a_launch_is_handed_out_in_a_few_claims_per_thread(record_range):
+    # Guided: a claim takes a share of the groups left (at least the chunk), so a launch
+    # of 1000 groups in chunks of one takes a few dozen claims, not a thousand (each
+    # moves a cache line between the cores).
+    served = Served(helpers=2)
+    try:
+        for _ in range(20):
+            _, calls, _ = lead_and_check(served, record_range, 1000, 1, helpers=2)
+            assert calls <= 60
+    finally:
+        served.stop()
+
+
+def serving_for(cycles: int, cpu: int) -> float:
+    """Seconds a thread bound to `cpu` spends watching an empty mailbox for `cycles`."""
+    import os
+    seconds = []
+
+    def watch():
+        os.sched_setaffinity(threading.get_native_id(), {cpu})
+        mailbox = Mailbox()
+        submissions = np.zeros(1, np.int64)
+        start = time.perf_counter()
+        mailbox.serve(submissions.ctypes.data, 0, cycles)
+        seconds.append(time.perf_counter() - start)
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread, seconds
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"),
+                    reason="binding a thread to a CPU needs os.sched_setaffinity (Linux)")
+def test_a_worker_the_system_does_not_run_watches_as_long_once_it_runs():
+    # Two threads watching on one CPU each run about half the time; each must watch for
+    # its whole time while it runs (so a worker preempted right after it was woken does
+    # not time out and sleep before it saw a launch): together they take about twice
+    # as long as one alone.
+    import os
+    cpu = min(os.sched_getaffinity(0))
+    Mailbox().serve(np.zeros(1, np.int64).ctypes.data, 0, 1)   # compiled
+    cycles = 50_000_000   # 10 to 25 ms
+    thread, alone = serving_for(cycles, cpu)
+    thread.join()
+    pair = [serving_for(cycles, cpu) for _ in range(2)]
+    for thread, _ in pair:
+        thread.join()
+    together = max(seconds[0] for _, seconds in pair)
+    assert together > 1.5 * alone[0], (alone, together)
 
 
 def test_no_helper_calls_a_launch_after_its_leader_returned(record_range):
@@ -362,6 +414,27 @@ def test_a_launch_queued_behind_a_led_one_starts_without_a_synchronize(led_count
     kk.synchronize(backend)
     np.testing.assert_array_equal(a, expected_after(range(4), MID))
     np.testing.assert_array_equal(b, expected_after(range(4), BIG))
+
+
+def test_the_waking_thread_goes_on_once_a_woken_worker_watches(monkeypatch):
+    # It waits awake and without the GIL (a woken worker needs it to reach `serve`), and
+    # only until one watches.
+    device = runtime._Device()
+    monkeypatch.setattr(runtime, "_device", device)
+    monkeypatch.setattr(runtime, "_SERVE_CYCLES", 1000)
+    try:
+        device.wake(2)    # starts the worker: it compiles, watches briefly and sleeps
+        deadline = time.monotonic() + 30
+        while device.sleeping < 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert device.sleeping == 1 and device.mailbox.ready
+        device.spin()
+        monkeypatch.setattr(runtime, "_SERVE_CYCLES", 10**13)
+        monkeypatch.setattr(runtime, "_WAKE_CYCLES", 10**11)   # however loaded the machine
+        device.wake(2)
+        assert device.mailbox.watching == 1
+    finally:
+        send_back(monkeypatch, device)
 
 
 @kk.kernel
