@@ -497,12 +497,14 @@ def _host_views(args: tuple) -> tuple:
                  else host_array(arg) for arg in args)
 
 
-def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int) -> None:
-    """Run work-groups [first, end) and fold their time into the kernel's estimate."""
+def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int,
+         clock=time.perf_counter) -> None:
+    """Run work-groups [first, end) and fold their time by `clock` into the kernel's
+    estimate."""
     running[0] = prepared.described   # for the fault handler (`fault.py`)
-    start = time.perf_counter()
+    start = clock()
     prepared.function(packed, first, end)
-    per_group = (time.perf_counter() - start) / (end - first)
+    per_group = (clock() - start) / (end - first)
     previous = prepared.seconds_per_group
     prepared.seconds_per_group = per_group if not previous else \
         0.75 * previous + 0.25 * per_group
@@ -537,7 +539,11 @@ class _Launch:
     exception: BaseException | None = None
 
     def run_chunk(self, first: int, end: int) -> None:
-        _run(self.prepared, self.packed, first, end)
+        # Timed by the thread's CPU time: after the call, the thread waits for the GIL
+        # while the others hand out their chunks (for milliseconds where they loop in
+        # Python), and that wait, timed, would make the kernel look slow to every
+        # later launch. (0.5 us a call, where a chunk takes at least ten.)
+        _run(self.prepared, self.packed, first, end, time.thread_time)
 
     def failed(self) -> bool:
         return self.error_record is not None and self.error_record[0] != 0
@@ -602,46 +608,33 @@ class _Device:
         """Run a launch on the calling thread, sharing its groups natively with up to
         `threads` - 1 workers that are awake (`work_sharing`), if the device is idle and
         a worker is awake; False where not (the caller then runs the launch as before).
-        Meanwhile a `_Leading` holds the head of the queue: launches from other threads
-        queue behind it, and the workers serve the mailbox (without the GIL or the
-        lock)."""
+
+        Like a launch run inline, a led one is in no queue: it ends before its launch
+        returns, and every launch queued before it (by this thread or one this thread
+        waited for) ended before it started; a launch another thread queues meanwhile
+        may run beside it, as two launches from two threads may. The workers serve the
+        mailbox without the GIL or the device's lock, and nothing in Python has to be
+        undone if a KeyboardInterrupt comes."""
         if self.queue or self.sleeping >= len(self.workers) or not self.mailbox.ready:
             # No worker would come soon (they sleep, there are none yet, or they have
             # not compiled the mailbox's functions yet).
             return False
-        # Chunks of about `_LED_CHUNK_SECONDS`, and at most `_SMALLEST_CHUNKS` of them per
-        # thread: each costs two atomic operations on lines the threads share.
-        chunk = max(1, groups // (threads * _SMALLEST_CHUNKS),
-                    int(_LED_CHUNK_SECONDS / prepared.seconds_per_group))
-        leading = _Leading()
-        # The head goes into the queue inside `try` and only its own leader takes it out,
-        # so that a KeyboardInterrupt at any point still takes it out.
-        try:
-            with self.lock:
-                if self.queue or self.sleeping >= len(self.workers):
-                    return False
-                self.queue.append(leading)
-            running[0] = prepared.described   # for the fault handler (`fault.py`)
-            start = time.perf_counter()
-            ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
-            seconds = time.perf_counter() - start
-        finally:
-            with self.lock:
-                if self.queue and self.queue[0] is leading:
-                    self.queue.popleft()
-                    if prepared.uses_print:
-                        self.printed = True
-                    self.retired[0] += 1
-                    if self.queue:   # launches other threads queued meanwhile
-                        self.next_group = self.queue[0].first
-                        self.submissions[0] += 1
-                    if self.queue or self.waiting:   # the workers may sleep meanwhile
-                        self.condition.notify_all()
+        # Chunks of about `_LED_CHUNK_SECONDS`, and at least `_SMALLEST_CHUNKS` of them
+        # per thread: the claims are guided, these are the last ones.
+        per_group = prepared.seconds_per_group
+        chunk = max(1, groups // (threads * _SMALLEST_CHUNKS), int(_LED_CHUNK_SECONDS / per_group))
+        running[0] = prepared.described   # for the fault handler (`fault.py`)
+        start = time.perf_counter()
+        ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
+        if ran < 0:
+            return False   # another thread leads
+        if prepared.uses_print:
+            self.printed = True
         if ran:
             # The leader ran chunks from the start until none was left (then waited at
             # most a chunk's time): its own time per group, as one of the threads.
-            prepared.seconds_per_group = 0.75 * prepared.seconds_per_group + \
-                0.25 * seconds / ran
+            prepared.seconds_per_group = 0.75 * per_group + \
+                0.25 * (time.perf_counter() - start) / ran
         return True
 
     def wake(self, threads: int) -> None:
@@ -732,16 +725,14 @@ class _Device:
         being run have finished, so that nothing writes the launches' arrays after the
         interrupt has reached the caller."""
         with self.condition:
-            # (a led launch runs to its end: its leader waits for it natively)
-            names = [launch.prepared.name for launch in self.queue
-                     if not isinstance(launch, _Leading)]
+            names = [launch.prepared.name for launch in self.queue]
             if self.queue:
                 while len(self.queue) > 1:
                     self.queue.pop()
                 head = self.queue[0]
                 self.next_group = head.groups
-                if self.running == 0 and not isinstance(head, _Leading):
-                    self.retire(head)   # (a `_Leading` is removed by its leader)
+                if self.running == 0:
+                    self.retire(head)
             while self.queue:
                 self.condition.wait(_WAIT_SECONDS)
         _abandoned(interrupt, names)
@@ -815,17 +806,6 @@ class _Device:
         if self.queue:
             self.submissions[0] += 1   # idle workers look at the new head
         self.condition.notify_all()
-
-
-class _Leading:
-    """The head of the queue while a launch is led (`_Device.lead`): no chunks to hand
-    out; its leader removes it."""
-
-    groups = first = threads = 0
-
-    @staticmethod
-    def failed() -> bool:
-        return False
 
 
 _device = _Device()

@@ -32,12 +32,13 @@ line the others read):
        the line between the cores) and still ends in small ones (the threads finish
        together).
     12: the workers watching the mailbox (in `serve`)
+    13: 1 while a thread leads: another thread that would lead at the same time does
+        not (it runs its launch as if no worker were awake)
     16: the groups that have run
 A worker enters (word 5), reads the post, and runs it only if the sequence is still the
 odd one it saw and it got a seat: the leader closes before it waits for word 5 to come
 back to 0, so no worker reads the record after `lead` returns. Only one launch is posted
-at a time (the device's queue orders them: a launch is led only at the head of an empty
-queue)."""
+at a time (word 13)."""
 from __future__ import annotations
 
 import ctypes
@@ -117,6 +118,13 @@ out:
 define i64 @kernelkit_lead(ptr %mailbox, ptr %entry, ptr %record, i64 %groups,
                            i64 %chunk, i64 %helpers) nounwind {{
 start:
+  %leader = getelementptr i64, ptr %mailbox, i64 13
+  %claim = cmpxchg ptr %leader, i64 0, i64 1 seq_cst seq_cst
+  %alone = extractvalue {{ i64, i1 }} %claim, 1
+  br i1 %alone, label %post, label %busy
+busy:
+  ret i64 -1
+post:
   %entry.word = getelementptr i64, ptr %mailbox, i64 1
   %record.word = getelementptr i64, ptr %mailbox, i64 2
   %groups.word = getelementptr i64, ptr %mailbox, i64 3
@@ -141,6 +149,7 @@ start:
   store atomic i64 %open, ptr %mailbox seq_cst, align 8
   %ran = call i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk, i1 false)
   call void @finish(ptr %mailbox)
+  store atomic i64 0, ptr %leader seq_cst, align 8
   ret i64 %ran
 }}
 
@@ -297,7 +306,8 @@ class Mailbox:
     def lead(self, entry: int, record: bytes, groups: int, chunk: int, helpers: int) -> int:
         """Run work-groups [0, groups) of the kernel at `entry` on `record`, posted for
         up to `helpers` workers that serve, in chunks of `chunk`; returns how many
-        groups this thread ran, once all have run and no worker holds the record."""
+        groups this thread ran, once all have run and no worker holds the record, or
+        -1 at once where another thread leads (nothing ran)."""
         assert self._lead is not None, "a worker compiles the functions (`ready`)"
         return self._lead(self.address, entry, record, groups, chunk, helpers)
 

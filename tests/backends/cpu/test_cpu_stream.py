@@ -145,11 +145,11 @@ def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
     whole = []   # launches the calling thread ran all at once: (first group, end)
     original = runtime._run
 
-    def run(prepared, packed, first, end):
+    def run(prepared, packed, first, end, *clock):
         if threading.current_thread() is threading.main_thread() and \
                 (first, end) == (0, BIG // 1000):
             whole.append((first, end))
-        original(prepared, packed, first, end)
+        original(prepared, packed, first, end, *clock)
 
     monkeypatch.setattr(runtime, "_run", run)
     a = np.zeros(BIG, np.int64)
@@ -168,6 +168,48 @@ def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
     launcher(a, ndrange=BIG)               # estimated at 200 s: threads
     kk.synchronize(backend)
     assert whole == [(0, BIG // 1000)]
+
+
+@kk.kernel
+def count_up(a):
+    i = kk.index(kk.Global)
+    a[i] += 1
+
+
+def test_a_kernel_is_not_measured_slower_while_a_python_thread_holds_the_gil(monkeypatch):
+    # A thread that ran a queued chunk waits for the GIL when it comes back from it (up
+    # to Python's 5 ms switch interval beside a thread busy in Python); the chunk's
+    # time leaves that wait out, or every later launch of the kernel would be planned
+    # as if it were a hundred times longer.
+    import backends.cpu.runtime as runtime
+    backend = kk.CPU(threads=2)
+    a = np.zeros(BIG, np.int64)
+    launcher = count_up(backend, 256)
+    for _ in range(5):
+        launcher(a, ndrange=BIG)
+        kk.synchronize(backend)
+    (prepared,) = [prepared for key, prepared in count_up._specializations.items()
+                   if key[0] is backend]
+    quiet = prepared.seconds_per_group
+    busy = threading.Event()
+
+    def hold_the_gil():
+        while not busy.is_set():
+            pass
+    holder = threading.Thread(target=hold_the_gil)
+    holder.start()
+    try:
+        # Queued, in chunks, however short it was measured
+        monkeypatch.setattr(runtime, "_JOINED_SECONDS", 0.0)
+        monkeypatch.setattr(runtime, "_INLINE_SECONDS", 0.0)
+        for _ in range(20):
+            launcher(a, ndrange=BIG)
+            kk.synchronize(backend)
+    finally:
+        busy.set()
+        holder.join()
+    np.testing.assert_array_equal(a, np.full(BIG, 25))
+    assert prepared.seconds_per_group < 10 * quiet, (quiet, prepared.seconds_per_group)
 
 
 def test_the_native_spin_wait_sees_a_new_submission_or_gives_up():

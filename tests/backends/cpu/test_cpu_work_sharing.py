@@ -375,45 +375,69 @@ def test_no_helper_calls_a_launch_after_its_leader_returned(record_range):
 
 # -- the device ----------------------------------------------------------------------------
 
-def test_a_launch_queued_behind_a_led_one_starts_without_a_synchronize(led_count, monkeypatch):
-    # Another thread queues a long launch while this one leads; the workers have gone to
-    # sleep meanwhile. When the led launch is done, they must be woken for the queued
-    # one: nobody else would start it before a synchronize.
+@kk.kernel
+def wait_for_flag(flag, spins, seen):
+    i = kk.index(kk.Global)
+    while kk.atomic_add(flag, 0, 0) == 0 and kk.atomic_add(spins, 0, 1) < SPINS:
+        pass
+    seen[i] = kk.atomic_add(flag, 0, 0)
+
+
+@kk.kernel
+def raise_flag(flag):
+    kk.atomic_add(flag, 0, 1)
+
+
+SPINS = 50_000_000
+
+
+def test_a_launch_another_thread_makes_while_one_is_led_runs_beside_it(led_count, monkeypatch):
+    # A led launch is in no queue (as one run inline): a launch another thread makes
+    # meanwhile runs at once. Here the led launch waits for that one; held back until
+    # the led one ended, it would let the led one spin until its spins ran out.
     device = runtime._device
     backend = kk.CPU(threads=2)
-    a, b = np.zeros(MID, np.int64), np.zeros(BIG, np.int64)
-    for k in range(3):
-        step(backend, 256)(a, k, ndrange=MID)
-        step(backend, 256)(b, k, ndrange=BIG)
-        kk.synchronize(backend)
+    n = 4096
+    flag, spins, seen = np.ones(1, np.int64), np.zeros(1, np.int64), np.zeros(n, np.int64)
+    for _ in range(3):   # measured with the flag raised: a launch of tens of microseconds
+        wait_for_flag(backend, 64)(flag, spins, seen, ndrange=n)
+    kk.synchronize(backend)
+    flag[0] = 0
     mailbox_lead = device.mailbox.lead
+    others = []
 
-    def lead_once_the_workers_sleep(*args):
-        # The queued launch makes the workers look at the queue, then watch again: not
-        # for long now.
-        monkeypatch.setattr(runtime, "_SERVE_CYCLES", 1000)
-        other = threading.Thread(target=lambda: step(backend, 256)(b, 3, ndrange=BIG))
-        other.start()
-        other.join()
-        assert len(device.queue) == 2   # behind this launch's head
-        deadline = time.monotonic() + 10
-        while device.sleeping < len(device.workers) and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert device.sleeping == len(device.workers)
+    def lead_beside_another_launch(*args):
+        monkeypatch.setattr(device.mailbox, "lead", mailbox_lead)
+        others.append(threading.Thread(target=lambda: (
+            time.sleep(0.05), raise_flag(backend, 1)(flag, ndrange=1))))
+        others[0].start()
         return mailbox_lead(*args)
 
-    monkeypatch.setattr(device.mailbox, "lead", lead_once_the_workers_sleep)
+    monkeypatch.setattr(device.mailbox, "lead", lead_beside_another_launch)
     led = led_count[0]
-    step(backend, 256)(a, 3, ndrange=MID)
+    wait_for_flag(backend, 64)(flag, spins, seen, ndrange=n)
     assert led_count[0] == led + 1
-    monkeypatch.setattr(device.mailbox, "lead", mailbox_lead)
-    deadline = time.monotonic() + 10
-    while device.queue and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert not device.queue, "the queued launch did not start"
+    others[0].join()
     kk.synchronize(backend)
-    np.testing.assert_array_equal(a, expected_after(range(4), MID))
-    np.testing.assert_array_equal(b, expected_after(range(4), BIG))
+    assert spins[0] < SPINS and (seen == 1).all()
+
+
+def test_only_one_thread_leads_at_a_time(record_range):
+    # A second leader is refused at once, and runs nothing (word 13 says one leads).
+    served = Served(helpers=1)
+    try:
+        mailbox = served.mailbox
+        mailbox.words[13] = 1
+        count = np.zeros(1, np.int64)
+        ranges = np.full((4, 2), -1, np.int64)
+        record = np.array([count.ctypes.data, ranges.ctypes.data], np.uint64).tobytes()
+        assert mailbox.lead(record_range, record, 10, 1, 1) == -1
+        assert count[0] == 0 and mailbox.words[13] == 1
+        mailbox.words[13] = 0
+        lead_and_check(served, record_range, 10, 1, helpers=1)
+        assert mailbox.words[13] == 0
+    finally:
+        served.stop()
 
 
 def test_the_waking_thread_goes_on_once_a_woken_worker_watches(monkeypatch):
