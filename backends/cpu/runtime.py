@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -47,6 +48,7 @@ from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
 from . import fault
+from .calls import SMALL_INT, untyped
 from .fault import running
 from .work_sharing import Mailbox
 
@@ -90,12 +92,14 @@ _PYTHON_SCALARS = (float, int, bool)
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 
 
+
 @dataclass
 class PreparedKernel:
     """A compiled kernel with what a launch needs to call it."""
 
     name: str
     function: object          # the ctypes function
+    call: object              # the same, `untyped`: for groups below SMALL_INT
     layout: ArgumentLayout
     argtypes: tuple
     pack: object              # (header, args, None) -> the record's fields
@@ -268,7 +272,9 @@ class CPU(Backend):
         layout = ArgumentLayout(argtypes, ndim)
         function = compiled.job.source.function
         names = list(compiled.parameters)
-        return PreparedKernel(function.__name__, _ENTRY(compiled.entry), layout, argtypes,
+        entry = _ENTRY(compiled.entry)
+        call = untyped(compiled.entry, entry)
+        return PreparedKernel(function.__name__, entry, call, layout, argtypes,
                               _packer(argtypes, names), compiled, compiled.uses_print,
                               compiled.job.config.debug,
                               fault.description(function.__name__, function))
@@ -382,7 +388,9 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
         return None   # a struct or tuple argument: `launch` packs its leaves
     names = [f"a{index}" for index in range(len(args))]
     namespace = {"ndarray": np.ndarray, "geometry": prepared.geometry, "pointer": data_pointer,
-                 "run": backend.run_groups, "prepared": prepared,
+                 "run": backend.run_groups, "prepared": prepared, "runtime": sys.modules[__name__],
+                 "running": running, "described": prepared.described,
+                 "clock": time.perf_counter,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
@@ -408,6 +416,10 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
             kept.append(name)
     same = " and ".join(f"record[{index}] {'is' if part in names else '=='} {part}"
                         for index, part in enumerate(kept))
+    # A launch too short to share runs on this thread, as `run_groups` and `_run` would
+    # run it, in fewer steps. (Its groups are fewer than 2**31, each taking far more
+    # than 8 us / 2**31: the untyped call takes them.)
+    printed = "            runtime._device.printed = True\n" if prepared.uses_print else ""
     source = (f"def make():\n"
               f"    last = (None,)\n"
               f"    def fire(args, n):\n"
@@ -427,6 +439,15 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
               f"                return True\n"
               f"            packed = pack(header, args, None)\n"
               f"            last = ({', '.join(kept)}, (packed, total, items))\n"
+              f"        if 0.0 < prepared.seconds_per_group * total < runtime._LED_SECONDS and \\\n"
+              f"                not runtime._device.queue:\n"
+              f"            running[0] = described\n"
+              f"            start = clock()\n"
+              f"            prepared.call(packed, 0, total)\n"
+              f"            prepared.seconds_per_group = 0.75 * prepared.seconds_per_group + \\\n"
+              f"                0.25 * (clock() - start) / total\n"
+              f"{printed}"
+              f"            return True\n"
               f"        run(prepared, packed, total, items, args)\n"
               f"        return True\n"
               f"    return fire\n")
@@ -503,7 +524,7 @@ def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int,
     estimate."""
     running[0] = prepared.described   # for the fault handler (`fault.py`)
     start = clock()
-    prepared.function(packed, first, end)
+    (prepared.call if end < SMALL_INT else prepared.function)(packed, first, end)
     per_group = (clock() - start) / (end - first)
     previous = prepared.seconds_per_group
     prepared.seconds_per_group = per_group if not previous else \

@@ -43,15 +43,18 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import struct
 import threading
 
 import numpy as np
 
+from .calls import SMALL_INT, untyped
+
 MAILBOX_WORDS = 24
 _WATCHING = 12   # the word that counts the workers in `serve`
 
-_LEAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
-                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+_LEAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64,
+                         ctypes.c_int64, ctypes.c_int64)
 _SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                           ctypes.c_int64)
 
@@ -115,9 +118,12 @@ out:
   ret i64 %ran
 }}
 
-define i64 @kernelkit_lead(ptr %mailbox, ptr %entry, ptr %record, i64 %groups,
-                           i64 %chunk, i64 %helpers) nounwind {{
+define i64 @kernelkit_lead(ptr %key, ptr %record, i64 %groups, i64 %chunk,
+                           i64 %helpers) nounwind {{
 start:
+  %mailbox = load ptr, ptr %key, align 8
+  %entry.in.key = getelementptr ptr, ptr %key, i64 1
+  %entry = load ptr, ptr %entry.in.key, align 8
   %leader = getelementptr i64, ptr %mailbox, i64 13
   %claim = cmpxchg ptr %leader, i64 0, i64 1 seq_cst seq_cst
   %alone = extractvalue {{ i64, i1 }} %claim, 1
@@ -266,7 +272,8 @@ def _compiled() -> tuple:
 
     from .target import with_pause
     functions = host_functions(with_pause(_SOURCE), {})   # from the disk cache, once there
-    return _LEAD(functions["kernelkit_lead"]), _SERVE(functions["kernelkit_serve"])
+    lead = functions["kernelkit_lead"]
+    return (untyped(lead, _LEAD(lead), ctypes.c_int64), _SERVE(functions["kernelkit_serve"]))
 
 
 def _functions() -> tuple:
@@ -289,6 +296,7 @@ class Mailbox:
         self.words = whole[start:start + MAILBOX_WORDS]
         self.address = self.words.ctypes.data
         self._lead = self._serve = None
+        self._keys: dict[int, bytes] = {}   # entry point -> what `lead` passes
 
     @property
     def ready(self) -> bool:
@@ -309,7 +317,13 @@ class Mailbox:
         groups this thread ran, once all have run and no worker holds the record, or
         -1 at once where another thread leads (nothing ran)."""
         assert self._lead is not None, "a worker compiles the functions (`ready`)"
-        return self._lead(self.address, entry, record, groups, chunk, helpers)
+        assert 0 < groups < SMALL_INT
+        key = self._keys.get(entry)
+        if key is None:   # the mailbox and the entry point, read from bytes natively
+            if len(self._keys) >= 1024:
+                self._keys.clear()
+            key = self._keys[entry] = struct.pack("=QQ", self.address, entry)
+        return self._lead(key, record, groups, min(chunk, groups), helpers)
 
     def serve(self, submissions: int, seen: int, cycles: int) -> bool:
         """Run what is posted, and watch for more for about `cycles` CPU cycles after

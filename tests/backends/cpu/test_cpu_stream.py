@@ -140,25 +140,28 @@ def test_one_thread_backend_runs_each_launch_before_the_launch_returns():
 
 
 def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
-    import backends.cpu.runtime as runtime
     backend = kk.CPU(threads=2)
-    whole = []   # launches the calling thread ran all at once: (first group, end)
-    original = runtime._run
-
-    def run(prepared, packed, first, end, *clock):
-        if threading.current_thread() is threading.main_thread() and \
-                (first, end) == (0, BIG // 1000):
-            whole.append((first, end))
-        original(prepared, packed, first, end, *clock)
-
-    monkeypatch.setattr(runtime, "_run", run)
     a = np.zeros(BIG, np.int64)
     launcher = fill_with_index(backend, 1000)
+    launcher(a, ndrange=BIG)
+    kk.synchronize(backend)
+    (prepared,) = [prepared for key, prepared in fill_with_index._specializations.items()
+                   if key[0] is backend]
+    whole = []   # calls of the group function on the calling thread with every group
+
+    def recording(function):
+        def call(packed, first, end):
+            if threading.current_thread() is threading.main_thread() and \
+                    (first, end) == (0, BIG // 1000):
+                whole.append((first, end))
+            function(packed, first, end)
+        return call
+    monkeypatch.setattr(prepared, "call", recording(prepared.call))
+    monkeypatch.setattr(prepared, "function", recording(prepared.function))
+    monkeypatch.setattr(prepared, "seconds_per_group", 0.0)
     launcher(a, ndrange=BIG)               # unmeasured and above the item threshold: threads
     kk.synchronize(backend)
     assert whole == []
-    (prepared,) = [prepared for key, prepared in fill_with_index._specializations.items()
-                   if key[0] is backend]
     assert prepared.seconds_per_group > 0
     monkeypatch.setattr(prepared, "seconds_per_group", 1e-9)
     launcher(a, ndrange=BIG)               # estimated at 200 ns: on the calling thread
@@ -292,3 +295,29 @@ def test_a_first_launch_of_few_short_work_items_stays_on_the_calling_thread(monk
     assert submitted == []
     np.testing.assert_allclose(out, [np.sin(np.arange(3) * 0.001 + i).sum() for i in range(64)],
                                rtol=1e-12)
+
+
+def test_group_numbers_from_two_to_the_31_take_the_typed_call(monkeypatch):
+    # The untyped call (`backends/cpu/calls.py`) passes ints as C ints: larger group
+    # numbers go through the call that converts each argument to int64.
+    import platform
+
+    import backends.cpu.runtime as runtime
+    from backends.cpu.calls import CALLS_WIDEN_INTS
+    if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64"):
+        assert CALLS_WIDEN_INTS
+    backend = kk.CPU(threads=2)
+    a = np.zeros(1000, np.int64)
+    fill_with_index(backend, 1000)(a, ndrange=1000)
+    kk.synchronize(backend)
+    (prepared,) = [prepared for key, prepared in fill_with_index._specializations.items()
+                   if key[0] is backend]
+    calls = []
+    monkeypatch.setattr(prepared, "call", lambda packed, *groups: calls.append(("call", *groups)))
+    monkeypatch.setattr(prepared, "function",
+                        lambda packed, *groups: calls.append(("function", *groups)))
+    for first, end in [(0, 5), (2**31 - 2, 2**31 - 1), (2**31 - 1, 2**31), (2**40, 2**40 + 1)]:
+        runtime._run(prepared, b"", first, end)
+    untyped = "call" if CALLS_WIDEN_INTS else "function"
+    assert calls == [(untyped, 0, 5), (untyped, 2**31 - 2, 2**31 - 1),
+                     ("function", 2**31 - 1, 2**31), ("function", 2**40, 2**40 + 1)]
