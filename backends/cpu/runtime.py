@@ -83,7 +83,8 @@ _SERVE_CYCLES = 1_300_000
 # shared with the awake workers natively, in chunks of about `_LED_CHUNK_SECONDS`.
 # (A longer one is queued: the launching thread goes on while the workers run it.)
 _LED_SECONDS = 8e-6
-_LED_CHUNK_SECONDS = 2e-6
+_TIMED_LEADS = 8   # one led launch in this many is timed (and updates the estimate)
+_LED_CHUNK_SECONDS = 5e-7
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
 _WAKE_CYCLES = 260_000  # about 0.1 ms: how long the waking thread waits for one to watch
 _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
@@ -108,6 +109,7 @@ class PreparedKernel:
     debug: bool
     description: ctypes.Array  # the kernel's name and file, for the fault handler
     seconds_per_group: float = 0.0   # measured on earlier launches; 0: not yet
+    leads: int = 0            # how many of its launches were led (`_Device.lead`)
     geometry: dict = field(default_factory=dict)  # ndrange -> (header, groups, items)
     # (the same kernel with the CPU's own group shape, that shape) where the kernel does
     # not observe its work-groups; False where it keeps its own; None: not asked yet
@@ -395,7 +397,10 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
                                           finish=prepared.layout.struct.pack)}
-    checks, kept = [], ["n"]
+    # `checks` say the arguments are of the kinds this launcher packs; `same`, that they
+    # are what it packed last (`kept` in `last`, after `n`), and of those kinds: checked
+    # first, without what the equal shape already says (the number of dimensions).
+    checks, kept, same = [], ["n"], ["record[0] == n"]
     for name, value, argtype in zip(names, args, prepared.argtypes):
         key = numpy_argument_key(value)
         if isinstance(argtype, T.ArrayType):
@@ -403,34 +408,38 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                 return None
             dtype, ndim, contiguous, writeable = key
             namespace[f"{name}_dtype"] = dtype
-            checks.append(f"type({name}) is ndarray and {name}.dtype is {name}_dtype and "
-                          f"{name}.ndim == {ndim} and ({name}_flags := {name}.flags)"
-                          f".c_contiguous is {contiguous} and {name}_flags.writeable is "
-                          f"{writeable}")
-            kept += [f"pointer({name})", f"{name}.shape"]
-            if argtype.layout != "C":
-                kept.append(f"{name}.strides")
+            flags = (f"{name}.dtype is {name}_dtype and ({name}_flags := {name}.flags)"
+                     f".c_contiguous is {contiguous} and {name}_flags.writeable is {writeable}")
+            checks.append(f"type({name}) is ndarray and {name}.ndim == {ndim} and {flags}")
+            fields = [f"pointer({name})", f"{name}.shape"] + \
+                ([f"{name}.strides"] if argtype.layout != "C" else [])
+            same.append(f"type({name}) is ndarray and " + " and ".join(
+                f"record[{len(kept) + index}] == {field}" for index, field in enumerate(fields))
+                + f" and {flags}")
+            kept += fields
         else:
             namespace[f"{name}_key"] = key
             checks.append(f"type({name}) is {name}_key")
+            same.append(f"record[{len(kept)}] is {name}")
             kept.append(name)
-    same = " and ".join(f"record[{index}] {'is' if part in names else '=='} {part}"
-                        for index, part in enumerate(kept))
-    # A launch too short to share runs on this thread, as `run_groups` and `_run` would
-    # run it, in fewer steps. (Its groups are fewer than 2**31, each taking far more
-    # than 8 us / 2**31: the untyped call takes them.)
-    printed = "            runtime._device.printed = True\n" if prepared.uses_print else ""
+    # On an idle device, a launch too short to share runs on this thread, and a short one
+    # is led, as `run_groups` would run them, in fewer steps. (The first has fewer than
+    # 2**31 groups, each taking far more than 8 us / 2**31: the untyped call takes them.)
+    printed = "                device.printed = True\n" if prepared.uses_print else ""
+    lead = (f"            if estimate < runtime._JOINED_SECONDS and "
+            f"device.lead(prepared, packed, total, {backend.threads}):\n"
+            f"                return True\n") if backend.threads > 1 else ""
     source = (f"def make():\n"
               f"    last = (None,)\n"
               f"    def fire(args, n):\n"
               f"        nonlocal last\n"
               f"{unpacking_source(names, '        ')}"
-              f"        if not ({' and '.join(checks) or 'True'}):\n"
-              f"            return False\n"
               f"        record = last   # once: another thread may replace it\n"
-              f"        if {same}:\n"
+              f"        if {' and '.join(same)}:\n"
               f"            packed, total, items = record[-1]\n"
               f"        else:\n"
+              f"            if not ({' and '.join(checks) or 'True'}):\n"
+              f"                return False\n"
               f"            launch = geometry.get((n,))\n"
               f"            if launch is None:\n"
               f"                return False\n"
@@ -439,15 +448,19 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
               f"                return True\n"
               f"            packed = pack(header, args, None)\n"
               f"            last = ({', '.join(kept)}, (packed, total, items))\n"
-              f"        if 0.0 < prepared.seconds_per_group * total < runtime._LED_SECONDS and \\\n"
-              f"                not runtime._device.queue:\n"
-              f"            running[0] = described\n"
-              f"            start = clock()\n"
-              f"            prepared.call(packed, 0, total)\n"
-              f"            prepared.seconds_per_group = 0.75 * prepared.seconds_per_group + \\\n"
-              f"                0.25 * (clock() - start) / total\n"
+              f"        estimate = prepared.seconds_per_group * total\n"
+              f"        device = runtime._device\n"
+              f"        if estimate and not device.queue:\n"
+              f"            if estimate < runtime._LED_SECONDS:\n"
+              f"                running[0] = described\n"
+              f"                start = clock()\n"
+              f"                prepared.call(packed, 0, total)\n"
+              f"                seconds = clock() - start\n"
+              f"                prepared.seconds_per_group = \\\n"
+              f"                    0.75 * prepared.seconds_per_group + 0.25 * seconds / total\n"
               f"{printed}"
-              f"            return True\n"
+              f"                return True\n"
+              f"{lead}"
               f"        run(prepared, packed, total, items, args)\n"
               f"        return True\n"
               f"    return fire\n")
@@ -636,26 +649,31 @@ class _Device:
         may run beside it, as two launches from two threads may. The workers serve the
         mailbox without the GIL or the device's lock, and nothing in Python has to be
         undone if a KeyboardInterrupt comes."""
-        if self.queue or self.sleeping >= len(self.workers) or not self.mailbox.ready:
+        if self.queue or self.sleeping >= len(self.workers) or not self.mailbox.ready or \
+                not 1 < groups < SMALL_INT:
             # No worker would come soon (they sleep, there are none yet, or they have
             # not compiled the mailbox's functions yet).
             return False
-        # Chunks of about `_LED_CHUNK_SECONDS`, and at least `_SMALLEST_CHUNKS` of them
-        # per thread: the claims are guided, these are the last ones.
+        # The claims are guided (a share of what is left); the last are chunks of about
+        # `_LED_CHUNK_SECONDS`.
         per_group = prepared.seconds_per_group
-        chunk = max(1, groups // (threads * _SMALLEST_CHUNKS), int(_LED_CHUNK_SECONDS / per_group))
+        chunk = int(_LED_CHUNK_SECONDS / per_group) + 1
         running[0] = prepared.described   # for the fault handler (`fault.py`)
-        start = time.perf_counter()
-        ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
+        prepared.leads += 1
+        if prepared.leads % _TIMED_LEADS:
+            ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
+        else:
+            start = time.perf_counter()
+            ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
+            if ran > 0:
+                # The leader ran chunks from the start until none was left (then waited
+                # at most a chunk's time): its own time per group, as one of the threads.
+                prepared.seconds_per_group = 0.75 * per_group + \
+                    0.25 * (time.perf_counter() - start) / ran
         if ran < 0:
             return False   # another thread leads
         if prepared.uses_print:
             self.printed = True
-        if ran:
-            # The leader ran chunks from the start until none was left (then waited at
-            # most a chunk's time): its own time per group, as one of the threads.
-            prepared.seconds_per_group = 0.75 * per_group + \
-                0.25 * (time.perf_counter() - start) / ran
         return True
 
     def wake(self, threads: int) -> None:

@@ -297,10 +297,7 @@ class Mailbox:
         self.address = self.words.ctypes.data
         self._lead = self._serve = None
         self._keys: dict[int, bytes] = {}   # entry point -> what `lead` passes
-
-    @property
-    def ready(self) -> bool:
-        return self._lead is not None
+        self.ready = False   # whether the functions are compiled
 
     @property
     def watching(self) -> int:
@@ -316,8 +313,8 @@ class Mailbox:
         up to `helpers` workers that serve, in chunks of `chunk`; returns how many
         groups this thread ran, once all have run and no worker holds the record, or
         -1 at once where another thread leads (nothing ran)."""
-        assert self._lead is not None, "a worker compiles the functions (`ready`)"
-        assert 0 < groups < SMALL_INT
+        if not 0 < groups < SMALL_INT:
+            raise ValueError(f"a led launch has from 1 to {SMALL_INT - 1} groups, not {groups}")
         key = self._keys.get(entry)
         if key is None:   # the mailbox and the entry point, read from bytes natively
             if len(self._keys) >= 1024:
@@ -332,4 +329,5 @@ class Mailbox:
         False after the cycles passed with nothing."""
         if self._serve is None:
             self._lead, self._serve = _functions()
+            self.ready = True
         return bool(self._serve(self.address, submissions, seen, cycles))
