@@ -9,8 +9,11 @@ entry point, its argument record, the number of work-groups and a chunk size int
 mailbox, opens it, and takes chunks of groups from the front of the range not yet
 handed out, as the workers that see the post do from its back; each adds the groups it
 ran to a counter. When the range is empty the leader waits for the groups
-others are running, closes the mailbox, and waits until no worker is inside it, so the
-record can be freed once `lead` returns. A launch of a few microseconds is thus
+others are running, closes the mailbox and returns: a worker still inside may hold the
+record's address, but it runs a chunk only after it claimed one, and none is left. The
+next post waits until no worker is inside (one that finds the range empty leaves at
+once), so none claims a chunk of it with an earlier post's record. A launch of a few
+microseconds is thus
 shared by every awake thread at the cost of a few atomic operations, where a hand-off
 through Python costs tens of microseconds.
 
@@ -36,9 +39,8 @@ line the others read):
         not (it runs its launch as if no worker were awake)
     16: the groups that have run
 A worker enters (word 5), reads the post, and runs it only if the sequence is still the
-odd one it saw and it got a seat: the leader closes before it waits for word 5 to come
-back to 0, so no worker reads the record after `lead` returns. Only one launch is posted
-at a time (word 13)."""
+odd one it saw and it got a seat; a post waits for word 5 to come back to 0 before it
+writes. Only one launch is posted at a time (word 13)."""
 from __future__ import annotations
 
 import ctypes
@@ -131,6 +133,7 @@ start:
 busy:
   ret i64 -1
 post:
+  call void @vacated(ptr %mailbox)
   %entry.word = getelementptr i64, ptr %mailbox, i64 1
   %record.word = getelementptr i64, ptr %mailbox, i64 2
   %groups.word = getelementptr i64, ptr %mailbox, i64 3
@@ -162,7 +165,6 @@ post:
 define private void @finish(ptr %mailbox) nounwind {{
 start:
   %groups.word = getelementptr i64, ptr %mailbox, i64 3
-  %inside = getelementptr i64, ptr %mailbox, i64 5
   %done = getelementptr i64, ptr %mailbox, i64 16
   %groups = load atomic i64, ptr %groups.word seq_cst, align 8
   br label %finishing
@@ -177,6 +179,14 @@ close:
   %open = load atomic i64, ptr %mailbox seq_cst, align 8
   %closed = add i64 %open, 1
   store atomic i64 %closed, ptr %mailbox seq_cst, align 8
+  ret void
+}}
+
+; Wait until no worker is inside the mailbox (entered for an earlier post): only then may
+; a post replace the one they read.
+define private void @vacated(ptr %mailbox) nounwind {{
+start:
+  %inside = getelementptr i64, ptr %mailbox, i64 5
   br label %leaving
 leaving:
   %count = load atomic i64, ptr %inside seq_cst, align 8
@@ -311,7 +321,7 @@ class Mailbox:
     def lead(self, entry: int, record: bytes, groups: int, chunk: int, helpers: int) -> int:
         """Run work-groups [0, groups) of the kernel at `entry` on `record`, posted for
         up to `helpers` workers that serve, in chunks of `chunk`; returns how many
-        groups this thread ran, once all have run and no worker holds the record, or
+        groups this thread ran, once all have run (the record may be freed then), or
         -1 at once where another thread leads (nothing ran)."""
         if not 0 < groups < SMALL_INT:
             raise ValueError(f"a led launch has from 1 to {SMALL_INT - 1} groups, not {groups}")
