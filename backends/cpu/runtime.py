@@ -93,7 +93,6 @@ _PYTHON_SCALARS = (float, int, bool)
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 
 
-
 @dataclass
 class PreparedKernel:
     """A compiled kernel with what a launch needs to call it."""
