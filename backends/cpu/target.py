@@ -6,6 +6,7 @@ loading object code into the process."""
 from __future__ import annotations
 
 import functools
+import os
 import hashlib
 import threading
 from dataclasses import dataclass
@@ -147,17 +148,19 @@ _loader = _Loader()
 
 _SPIN = """
 declare i64 @llvm.readcyclecounter()
-{pause_declaration}
+{relax_definition}
 define i64 @kernelkit_spin_while_equal(ptr %word, i64 %value, i64 %cycles) nounwind {{
 entry:
   %start = call i64 @llvm.readcyclecounter()
   br label %loop
 loop:
+  %spins = phi i64 [ 0, %entry ], [ %spins.next, %wait ]
   %seen = load atomic i64, ptr %word acquire, align 8
   %changed = icmp ne i64 %seen, %value
   br i1 %changed, label %done, label %wait
 wait:
-  {pause_call}
+  call void @relax(i64 %spins)
+  %spins.next = add i64 %spins, 1
   %now = call i64 @llvm.readcyclecounter()
   %spent = sub i64 %now, %start
   %over = icmp uge i64 %spent, %cycles
@@ -168,13 +171,40 @@ done:
 """
 
 
-def with_pause(template: str) -> str:
+_RELAX = """
+{pause_declaration}
+{yield_declaration}
+define private void @relax(i64 %spins) alwaysinline nounwind {{
+entry:
+  {pause_call}
+  %low = and i64 %spins, 255
+  %turn = icmp eq i64 %low, 255
+  br i1 %turn, label %give, label %done
+give:
+  {yield_call}
+  br label %done
+done:
+  ret void
+}}
+"""
+"""`relax(spins)`, called on each turn of a spin-wait loop: the CPU's spin-wait hint
+(where it has one), and every 256 turns (about 10 us) the core to another thread that
+is ready to run (`sched_yield`, where the system has it): on a core shared with the
+thread it waits for (a busy machine), a spinning thread would otherwise keep that one
+waiting until the scheduler takes the core from it, milliseconds later."""
+
+
+def with_relax(template: str) -> str:
     """LLVM IR text from `template`, a `str.format` template (braces doubled) that may
-    use {pause_declaration} and {pause_call}: the CPU's spin-wait hint, where it has one."""
+    use {relax_definition}, which defines `void @relax(i64 %spins)` (`_RELAX`)."""
     x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
-    return template.format(
+    posix = os.name == "posix"
+    relax = _RELAX.format(
         pause_declaration="declare void @llvm.x86.sse2.pause()" if x86 else "",
-        pause_call="call void @llvm.x86.sse2.pause()" if x86 else "")
+        pause_call="call void @llvm.x86.sse2.pause()" if x86 else "",
+        yield_declaration="declare i32 @sched_yield() nounwind" if posix else "",
+        yield_call="%ignored = call i32 @sched_yield()" if posix else "")
+    return template.format(relax_definition=relax)
 
 
 @functools.lru_cache(maxsize=1)
@@ -184,7 +214,7 @@ def spin_while_equal_address() -> int:
     passed, and returns what it saw. Called through ctypes, it waits without the GIL and
     without going to sleep, so a worker thread picks up the next launch at once."""
     from kernelkit.compiler.native import host_functions
-    return host_functions(with_pause(_SPIN), {})["kernelkit_spin_while_equal"]
+    return host_functions(with_relax(_SPIN), {})["kernelkit_spin_while_equal"]
 
 
 __all__ = ["CPUTarget"]

@@ -62,12 +62,7 @@ _SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctyp
 
 _SOURCE = """
 declare i64 @llvm.readcyclecounter()
-{pause_declaration}
-
-define private void @pause() alwaysinline nounwind {{
-  {pause_call}
-  ret void
-}}
+{relax_definition}
 
 define private i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk,
                           i1 %from.back) nounwind {{
@@ -169,11 +164,13 @@ start:
   %groups = load atomic i64, ptr %groups.word seq_cst, align 8
   br label %finishing
 finishing:
+  %spins = phi i64 [ 0, %start ], [ %spins.next, %wait.finish ]
   %finished = load atomic i64, ptr %done seq_cst, align 8
   %all = icmp sge i64 %finished, %groups
   br i1 %all, label %close, label %wait.finish
 wait.finish:
-  call void @pause()
+  call void @relax(i64 %spins)
+  %spins.next = add i64 %spins, 1
   br label %finishing
 close:
   %open = load atomic i64, ptr %mailbox seq_cst, align 8
@@ -189,11 +186,13 @@ start:
   %inside = getelementptr i64, ptr %mailbox, i64 5
   br label %leaving
 leaving:
+  %spins = phi i64 [ 0, %start ], [ %spins.next, %wait.leave ]
   %count = load atomic i64, ptr %inside seq_cst, align 8
   %empty = icmp eq i64 %count, 0
   br i1 %empty, label %out, label %wait.leave
 wait.leave:
-  call void @pause()
+  call void @relax(i64 %spins)
+  %spins.next = add i64 %spins, 1
   br label %leaving
 out:
   ret void
@@ -219,6 +218,8 @@ watch:
                     [ %before, %refused ]
   %last = phi i64 [ -1, %start ], [ %last, %idle ], [ %sequence, %served ],
                   [ %sequence, %refused ]
+  %spins = phi i64 [ 0, %start ], [ %spins.next, %idle ], [ 0, %served ],
+                   [ %spins, %refused ]
   %submitted = load atomic i64, ptr %submissions seq_cst, align 8
   %new.work = icmp ne i64 %submitted, %seen
   br i1 %new.work, label %to.python, label %mailbox.look
@@ -253,7 +254,8 @@ refused:
   %ignored.back = atomicrmw sub ptr %inside, i64 1 seq_cst
   br label %watch
 idle:
-  call void @pause()
+  call void @relax(i64 %spins)
+  %spins.next = add i64 %spins, 1
   %now = call i64 @llvm.readcyclecounter()
   ; Only short gaps count as time spent watching: a longer one is a time the thread did
   ; not run (the system ran another), and it must still watch as long once it runs.
@@ -280,8 +282,8 @@ _compiling = threading.Lock()
 def _compiled() -> tuple:
     from kernelkit.compiler.native import host_functions
 
-    from .target import with_pause
-    functions = host_functions(with_pause(_SOURCE), {})   # from the disk cache, once there
+    from .target import with_relax
+    functions = host_functions(with_relax(_SOURCE), {})   # from the disk cache, once there
     lead = functions["kernelkit_lead"]
     return (untyped(lead, _LEAD(lead), ctypes.c_int64), _SERVE(functions["kernelkit_serve"]))
 

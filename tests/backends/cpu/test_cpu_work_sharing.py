@@ -315,41 +315,92 @@ def test_a_launch_is_handed_out_in_a_few_claims_per_thread(record_range):
         served.stop()
 
 
-def serving_for(cycles: int, cpu: int) -> float:
-    """Seconds a thread bound to `cpu` spends watching an empty mailbox for `cycles`."""
+def on_cpu(cpu: int, work) -> threading.Thread:
+    """A started thread bound to `cpu` that runs `work()`."""
     import os
-    seconds = []
 
-    def watch():
+    def bound():
         os.sched_setaffinity(threading.get_native_id(), {cpu})
-        mailbox = Mailbox()
-        submissions = np.zeros(1, np.int64)
-        start = time.perf_counter()
-        mailbox.serve(submissions.ctypes.data, 0, cycles)
-        seconds.append(time.perf_counter() - start)
-    thread = threading.Thread(target=watch)
+        work()
+    thread = threading.Thread(target=bound)
     thread.start()
-    return thread, seconds
+    return thread
 
 
-@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"),
-                    reason="binding a thread to a CPU needs os.sched_setaffinity (Linux)")
+def watching_seconds(cycles: int) -> float:
+    """Seconds spent watching an empty mailbox for `cycles`."""
+    submissions = np.zeros(1, np.int64)
+    start = time.perf_counter()
+    Mailbox().serve(submissions.ctypes.data, 0, cycles)
+    return time.perf_counter() - start
+
+
+needs_affinity = pytest.mark.skipif(
+    not hasattr(__import__("os"), "sched_setaffinity"),
+    reason="binding a thread to a CPU needs os.sched_setaffinity (Linux)")
+
+
+@needs_affinity
 def test_a_worker_the_system_does_not_run_watches_as_long_once_it_runs():
-    # Two threads watching on one CPU each run about half the time; each must watch for
-    # its whole time while it runs (so a worker preempted right after it was woken does
-    # not time out and sleep before it saw a launch): together they take about twice
-    # as long as one alone.
+    # Beside a thread busy in native code on the same core (it never yields), a watching
+    # worker runs about half the time, in slices of milliseconds; it must watch for its
+    # whole time while it runs (so a worker preempted right after it was woken does not
+    # time out and sleep before it saw a launch): it takes about twice as long.
+    import hashlib
     import os
     cpu = min(os.sched_getaffinity(0))
     Mailbox().serve(np.zeros(1, np.int64).ctypes.data, 0, 1)   # compiled
-    cycles = 50_000_000   # 10 to 25 ms
-    thread, alone = serving_for(cycles, cpu)
-    thread.join()
-    pair = [serving_for(cycles, cpu) for _ in range(2)]
-    for thread, _ in pair:
-        thread.join()
-    together = max(seconds[0] for _, seconds in pair)
-    assert together > 1.5 * alone[0], (alone, together)
+    cycles = 100_000_000   # 20 to 50 ms
+    alone, beside = [], []
+    on_cpu(cpu, lambda: alone.append(watching_seconds(cycles))).join()
+    stop = threading.Event()
+    data = bytes(8 << 20)
+
+    def hog():   # hashing a large buffer runs without the GIL
+        while not stop.is_set():
+            hashlib.sha256(data).digest()
+    hogging = on_cpu(cpu, hog)
+    try:
+        on_cpu(cpu, lambda: beside.append(watching_seconds(cycles))).join()
+    finally:
+        stop.set()
+        hogging.join()
+    assert beside[0] > 1.5 * alone[0], (alone, beside)
+
+
+@needs_affinity
+def test_threads_spinning_on_one_core_let_each_other_run():
+    # A thread that waits for a word (the native spin wait) and a watching worker share
+    # one core; the worker returns (its submissions word changed) and changes the word.
+    # Each spinning thread gives the core away every few microseconds, so the waiter is
+    # done in well under a millisecond, not after the scheduler's slices of milliseconds.
+    import os
+    from backends.cpu.target import spin_while_equal_address
+    cpu = min(os.sched_getaffinity(0))
+    spin = runtime._SPIN_FUNCTION(spin_while_equal_address())
+    Mailbox().serve(np.zeros(1, np.int64).ctypes.data, 0, 1)   # compiled
+    for attempt in range(3):
+        word, submissions = np.zeros(1, np.int64), np.zeros(1, np.int64)
+        watching, done = threading.Event(), []
+
+        def worker():
+            mailbox = Mailbox()
+            watching.set()
+            mailbox.serve(submissions.ctypes.data, 0, 10**12)
+            word[0] = 1
+
+        def waiter():
+            watching.wait()
+            start = time.perf_counter()
+            submissions[0] = 1
+            spin(word.ctypes.data, 0, 10**11)
+            done.append(time.perf_counter() - start)
+        threads = [on_cpu(cpu, worker), on_cpu(cpu, waiter)]
+        for thread in threads:
+            thread.join()
+        if done[0] < 1e-3:
+            break
+    assert done[0] < 1e-3, done
 
 
 def test_no_helper_calls_a_launch_after_its_leader_returned(record_range):
