@@ -159,7 +159,7 @@ loop:
   %changed = icmp ne i64 %seen, %value
   br i1 %changed, label %done, label %wait
 wait:
-  call void @relax(i64 %spins)
+  %ignored.gave = call i1 @relax(i64 %spins)
   %spins.next = add i64 %spins, 1
   %now = call i64 @llvm.readcyclecounter()
   %spent = sub i64 %now, %start
@@ -174,7 +174,7 @@ done:
 _RELAX = """
 {pause_declaration}
 {yield_declaration}
-define private void @relax(i64 %spins) alwaysinline nounwind {{
+define private i1 @relax(i64 %spins) alwaysinline nounwind {{
 entry:
   {pause_call}
   %low = and i64 %spins, 255
@@ -184,19 +184,20 @@ give:
   {yield_call}
   br label %done
 done:
-  ret void
+  ret i1 %turn
 }}
 """
 """`relax(spins)`, called on each turn of a spin-wait loop: the CPU's spin-wait hint
 (where it has one), and every 256 turns (about 10 us) the core to another thread that
 is ready to run (`sched_yield`, where the system has it): on a core shared with the
 thread it waits for (a busy machine), a spinning thread would otherwise keep that one
-waiting until the scheduler takes the core from it, milliseconds later."""
+waiting until the scheduler takes the core from it, milliseconds later. Returns
+whether it gave the core away this turn."""
 
 
 def with_relax(template: str) -> str:
     """LLVM IR text from `template`, a `str.format` template (braces doubled) that may
-    use {relax_definition}, which defines `void @relax(i64 %spins)` (`_RELAX`)."""
+    use {relax_definition}, which defines `i1 @relax(i64 %spins)` (`_RELAX`)."""
     x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
     posix = os.name == "posix"
     relax = _RELAX.format(

@@ -169,7 +169,7 @@ finishing:
   %all = icmp sge i64 %finished, %groups
   br i1 %all, label %close, label %wait.finish
 wait.finish:
-  call void @relax(i64 %spins)
+  %ignored.gave = call i1 @relax(i64 %spins)
   %spins.next = add i64 %spins, 1
   br label %finishing
 close:
@@ -191,7 +191,7 @@ leaving:
   %empty = icmp eq i64 %count, 0
   br i1 %empty, label %out, label %wait.leave
 wait.leave:
-  call void @relax(i64 %spins)
+  %ignored.gave = call i1 @relax(i64 %spins)
   %spins.next = add i64 %spins, 1
   br label %leaving
 out:
@@ -254,14 +254,17 @@ refused:
   %ignored.back = atomicrmw sub ptr %inside, i64 1 seq_cst
   br label %watch
 idle:
-  call void @relax(i64 %spins)
+  %gave = call i1 @relax(i64 %spins)
   %spins.next = add i64 %spins, 1
   %now = call i64 @llvm.readcyclecounter()
-  ; Only short gaps count as time spent watching: a longer one is a time the thread did
-  ; not run (the system ran another), and it must still watch as long once it runs.
+  ; Only short gaps count as time spent watching, or one after the thread gave its core
+  ; away: a longer one is a time the system took the core from it (to run another), and
+  ; it must still watch as long once it runs. (Counting the time it gave away, it stops
+  ; watching beside a thread that needs the core.)
   %gap = sub i64 %now, %before
   %short = icmp ult i64 %gap, 100000
-  %counted = select i1 %short, i64 %gap, i64 0
+  %counts = or i1 %short, %gave
+  %counted = select i1 %counts, i64 %gap, i64 0
   %idle.after = add i64 %idle.time, %counted
   %over = icmp uge i64 %idle.after, %cycles
   br i1 %over, label %timed.out, label %watch

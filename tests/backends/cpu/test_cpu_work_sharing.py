@@ -341,11 +341,12 @@ needs_affinity = pytest.mark.skipif(
 
 
 @needs_affinity
-def test_a_worker_the_system_does_not_run_watches_as_long_once_it_runs():
-    # Beside a thread busy in native code on the same core (it never yields), a watching
-    # worker runs about half the time, in slices of milliseconds; it must watch for its
-    # whole time while it runs (so a worker preempted right after it was woken does not
-    # time out and sleep before it saw a launch): it takes about twice as long.
+def test_a_watching_worker_gives_a_busy_core_back():
+    # Beside a thread busy in native code on the same core, a watching worker gives the
+    # core away every few microseconds, and the time it gave away counts as watched: it
+    # stops about as soon as alone. (Were only the time it ran counted, it would watch
+    # in slivers between the other's slices of milliseconds for hundreds of times as
+    # long, and slow that thread all the while.)
     import hashlib
     import os
     cpu = min(os.sched_getaffinity(0))
@@ -365,7 +366,7 @@ def test_a_worker_the_system_does_not_run_watches_as_long_once_it_runs():
     finally:
         stop.set()
         hogging.join()
-    assert beside[0] > 1.5 * alone[0], (alone, beside)
+    assert beside[0] < 3 * alone[0], (alone, beside)
 
 
 @needs_affinity
