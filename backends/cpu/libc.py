@@ -5,14 +5,15 @@ intrinsics or instructions. The others are calls to the C library's functions, d
 `nobuiltin` (and without side effects): LLVM would otherwise evaluate a call whose
 argument it finds to be constant with its own, more exact, arithmetic, and the same
 kernel would give a result an ulp away from what it computes at run time. Where the host
-has vector versions of them (`vector_math.py`), the calls are to functions the loop
-vectorizer turns into those."""
+has vector versions of them (`vector_math.py`; `gamma.py` for gamma and lgamma, which the
+vector library lacks), the calls are to functions the loop vectorizer turns into those."""
 from __future__ import annotations
 
 from kernelkit.compiler.math_lowering import call_intrinsic, call_math_function, lower_math
 from kernelkit.ir import types as T
 from kernelkit.ir.math_functions import MATH_FUNCTIONS
 
+from .gamma import vectorizable_gamma
 from .vector_math import call_vectorizable, vectorizable_fmod
 
 
@@ -26,6 +27,10 @@ def cpu_math(builder, name: str, args, type: T.ScalarType, vector_library: str =
 def _host_math(builder, name: str, args, type: T.ScalarType, vector_library: str):
     if name == "fmod":
         return vectorizable_fmod(builder, vector_library, args) or builder.frem(*args)
+    if name in ("gamma", "lgamma"):
+        vectorizable = vectorizable_gamma(builder, vector_library, name, args)
+        if vectorizable is not None:
+            return vectorizable
     function = MATH_FUNCTIONS[name]
     if function.exact:
         return call_intrinsic(builder, f"llvm.{name}", args)

@@ -18,7 +18,7 @@ has no libmvec (macOS, Windows, musl, another architecture) or the function has 
 version, the kernel calls the C library's scalar function, as before.
 
 `fmod`, which libmvec lacks, has a vector version of ours (`vectorizable_fmod`), exact
-as fmod is, with the same lanes."""
+as fmod is, with the same lanes; so have `gamma` and `lgamma` (gamma.py)."""
 from __future__ import annotations
 
 import ctypes.util
@@ -60,6 +60,14 @@ def vector_library(features: str) -> str:
     return LIBMVEC_AVX2 if "+avx2" in features.split(",") else LIBMVEC_SSE
 
 
+def vector_lanes(library: str, scalar: ir.Type) -> int:
+    """How many lanes of `scalar` (float or double) the vector versions of functions of
+    ours take on a host with this vector library; 0 where it has none."""
+    if library not in _SHAPES or not isinstance(scalar, (ir.FloatType, ir.DoubleType)):
+        return 0
+    return _SHAPES[library][1 if isinstance(scalar, ir.FloatType) else 2]
+
+
 def vector_symbol(library: str, symbol: str, arity: int, bits: int
                   ) -> tuple[str, int] | None:
     """libmvec's vector version of the C library's `symbol` (e.g. `sinf`) and its lanes,
@@ -85,18 +93,22 @@ def call_vectorizable(builder: ir.IRBuilder, library: str, symbol: str, args: li
     name = f"kk_mvec_{symbol}"
     function = module.globals.get(name)
     if function is None:
-        function = _vectorizable_function(module, name, *found, scalar, len(args))
+        function = vectorizable_function(module, name, *found, scalar, len(args))
     return builder.call(function, args)
 
 
-def _vectorizable_function(module: ir.Module, name: str, vector_name: str, lanes: int,
-                           scalar: ir.Type, arity: int) -> ir.Function:
+def vectorizable_function(module: ir.Module, name: str, vector_name: str, lanes: int,
+                          scalar: ir.Type, arity: int) -> ir.Function:
     """`name(x...)`: lane 0 of `vector_name` applied to x repeated in every lane, marked
     as having `vector_name` as its vector version (and kept out of line until the
-    vectorizer has seen its calls)."""
+    vectorizer has seen its calls). Both are listed as used (`_keep`), and a
+    `vector_name` of ours, defined in the module, is kept out of line too."""
     vector = ir.VectorType(scalar, lanes)
     vector_function = module.globals.get(vector_name) or \
         ir.Function(module, ir.FunctionType(vector, [vector] * arity), vector_name)
+    if not vector_function.is_declaration:
+        vector_function.attributes.add("noinline")
+        _keep(module, vector_function)
     function = ir.Function(module, ir.FunctionType(scalar, [scalar] * arity), name)
     function.linkage = "internal"
     for attribute in ("noinline", "nounwind"):
@@ -105,6 +117,7 @@ def _vectorizable_function(module: ir.Module, name: str, vector_name: str, lanes
                       f'"vector-function-abi-variant"="_ZGV_LLVM_N{lanes}{"v" * arity}_'
                       f'{name}({vector_name})"'):
         set.add(function.attributes, attribute)    # attributes llvmlite does not list
+    _keep(module, function)
     builder = ir.IRBuilder(function.append_basic_block())
     zeros = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
     splats = []
@@ -117,6 +130,28 @@ def _vectorizable_function(module: ir.Module, name: str, vector_name: str, lanes
     return function
 
 
+def _keep(module: ir.Module, function: ir.Function) -> None:
+    """Add `function` to the module's `llvm.compiler.used`, so that LLVM leaves its
+    signature as it is until the vectorizers have matched its calls to their vector
+    version. Otherwise a vector function of ours, whose only caller before vectorization
+    is the scalar function it is the vector version of, would be inlined there and
+    deleted, or given the fast calling convention, which the calls the vectorizers add
+    do not use (a call with the wrong convention is undefined behaviour: the code around
+    it was deleted); and an argument every call gives the same constant (pow(x, 2.5))
+    would be taken out of the scalar function, which then no longer matches its vector
+    version: the loop called it once per work-item."""
+    used = module.globals.get("llvm.compiler.used")
+    functions = [function]
+    if used is None:
+        used = ir.GlobalVariable(module, ir.ArrayType(function.type, 0), "llvm.compiler.used")
+        used.linkage = "appending"
+        used.section = "llvm.metadata"
+    else:
+        functions = list(used.initializer.constant) + functions
+    used.value_type = ir.ArrayType(function.type, len(functions))
+    used.initializer = ir.Constant(used.value_type, functions)
+
+
 _EXACT_QUOTIENTS = 2.0 ** 51
 """Below this, a quotient computed in float64 is off by at most one from the true one's
 integer part, and that one is corrected."""
@@ -126,9 +161,9 @@ def vectorizable_fmod(builder: ir.IRBuilder, library: str, args: list) -> ir.Val
     """fmod(x, y) by a function the loop vectorizer calls a vector version of (libmvec has
     none), or None where the host has no vector library."""
     scalar = args[0].type
-    if library not in _SHAPES or not isinstance(scalar, (ir.FloatType, ir.DoubleType)):
+    lanes = vector_lanes(library, scalar)
+    if not lanes:
         return None
-    lanes = _SHAPES[library][1 if isinstance(scalar, ir.FloatType) else 2]
     module = builder.module
     symbol = "fmodf" if isinstance(scalar, ir.FloatType) else "fmod"
     name = f"kk_fmod_{symbol}"
@@ -136,7 +171,7 @@ def vectorizable_fmod(builder: ir.IRBuilder, library: str, args: list) -> ir.Val
     if function is None:
         vector_name = f"kk_fmod_{symbol}_x{lanes}"
         _vector_fmod(module, vector_name, symbol, scalar, lanes)
-        function = _vectorizable_function(module, name, vector_name, lanes, scalar, 2)
+        function = vectorizable_function(module, name, vector_name, lanes, scalar, 2)
     return builder.call(function, args)
 
 
