@@ -8,14 +8,16 @@ Checked here for every function that has one, in float32 and float64:
 - the same argument gives the same bits in the vector loop and in its scalar remainder;
 - the vector version is what the loop calls."""
 import math
+import re
 import warnings
 
 import numpy as np
 import pytest
+from llvmlite import ir
 
 import kernelkit as kk
 from backends.cpu.target import CPUTarget
-from backends.cpu.vector_math import vector_symbol
+from backends.cpu.vector_math import vector_lanes, vector_symbol
 from kernelkit.ir.math_functions import MATH_FUNCTIONS
 
 LIBRARY = CPUTarget.host().vector_library
@@ -163,13 +165,19 @@ def test_the_vector_loop_and_its_remainder_give_the_same_bits(name, dtype):
     np.testing.assert_array_equal(got[:5], got[-5:])
 
 
+def vector_calls(text: str, symbol: str) -> int:
+    """How many calls of the vector function `symbol` the module's IR makes: one is the
+    scalar function's that names it (on its argument in every lane), the others the
+    vector loop's."""
+    return len(re.findall(rf"call [^\n]*@{re.escape(symbol)}\(<", text))
+
+
 def test_the_vector_loop_calls_the_vector_version():
     backend = kk.CPU()
     x = np.ones(256, np.float32)
     text = kk.code_llvm(kernel_of("sin"), backend, np.zeros_like(x), x, ndrange=256,
                         workgroupsize=64)
-    symbol = vector_symbol(LIBRARY, "sinf", 1, 32)[0]
-    assert f"@{symbol}(<" in text
+    assert vector_calls(text, vector_symbol(LIBRARY, "sinf", 1, 32)[0]) >= 2
 
 
 def test_the_sse_versions_where_a_host_has_no_avx2():
@@ -221,4 +229,27 @@ def test_fmod_of_ours_is_exact_in_the_vector_loop_and_its_remainder(dtype):
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
     text = kk.code_llvm(kernel_of("fmod"), kk.CPU(), got, x, y, ndrange=len(x),
                         workgroupsize=64)
+    symbol = "fmodf" if dtype == np.float32 else "fmod"
+    lanes = vector_lanes(LIBRARY, ir.FloatType() if dtype == np.float32 else ir.DoubleType())
     assert "frem" not in text and "fdiv <" in text   # a vector division, no C call per lane
+    assert vector_calls(text, f"kk_fmod_{symbol}_x{lanes}") >= 2
+
+
+@kk.kernel
+def power_of_a_constant(y, a: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a[i] ** 2.5
+
+
+def test_a_constant_argument_keeps_the_call_vectorized():
+    # Every work-item passes pow the same 2.5: the vector loop still calls the vector
+    # version (LLVM once took the constant out of the scalar function, which then no
+    # longer matched its vector version).
+    x = np.linspace(0.5, 4.0, 200, dtype=np.float32)
+    y = np.zeros_like(x)
+    backend = kk.CPU()
+    power_of_a_constant(backend, 64)(y, x, ndrange=len(x))
+    kk.synchronize(backend)
+    np.testing.assert_allclose(y, x.astype(np.float64) ** 2.5, rtol=4e-7)
+    text = kk.code_llvm(power_of_a_constant, backend, y, x, ndrange=len(x), workgroupsize=64)
+    assert vector_calls(text, vector_symbol(LIBRARY, "powf", 2, 32)[0]) >= 2
