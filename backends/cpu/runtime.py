@@ -84,6 +84,7 @@ _SERVE_CYCLES = 1_300_000
 # (A longer one is queued: the launching thread goes on while the workers run it.)
 _LED_SECONDS = 8e-6
 _TIMED_LEADS = 8   # one led launch in this many is timed (and updates the estimate)
+_ALONE_LEADS = 4   # led launches in a row that a watching worker did not join: it is moved
 _LED_CHUNK_SECONDS = 5e-7
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
 _WAKE_CYCLES = 260_000  # about 0.1 ms: how long the waking thread waits for one to watch
@@ -614,6 +615,7 @@ class _Device:
         self.sleeping = 0             # workers waiting for a notification
         self.waiting = 0              # threads in `wait` waiting for one
         self.last_unled = 0.0         # when a launch that could be led last was not
+        self.alone = 0                # led launches in a row no watching worker joined
         self._spin = None
 
     def spin(self):
@@ -673,7 +675,31 @@ class _Device:
             return False   # another thread leads
         if prepared.uses_print:
             self.printed = True
+        if ran == groups and self.mailbox.watching:
+            # A worker watched and took no group: it waits for the core this thread runs
+            # on, and the system leaves it there (for seconds, seen on a 2-core machine).
+            self.alone += 1
+            if self.alone == _ALONE_LEADS:
+                self.separate()
+        else:
+            self.alone = 0
         return True
+
+    def separate(self) -> None:
+        """Move the workers off the core the calling thread runs on, to the others it may
+        run on (where the system lets a thread choose)."""
+        if not hasattr(os, "sched_setaffinity") or not hasattr(_libc, "sched_getcpu"):
+            return
+        here = _libc.sched_getcpu()
+        for worker in self.workers:
+            try:
+                allowed = os.sched_getaffinity(worker.native_id)
+                others = allowed - {here}
+                if others and others != allowed:   # off this core now, then free again
+                    os.sched_setaffinity(worker.native_id, others)
+                    os.sched_setaffinity(worker.native_id, allowed)
+            except OSError:
+                pass   # (it ended, or the system refuses)
 
     def wake(self, threads: int) -> None:
         """Wake the sleeping workers, and start those a backend of `threads` asks for that

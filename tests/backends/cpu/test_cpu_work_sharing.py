@@ -370,6 +370,44 @@ def test_a_watching_worker_gives_a_busy_core_back():
 
 
 @needs_affinity
+def test_a_worker_on_the_core_of_the_leader_is_moved_off_it(monkeypatch):
+    # Led launches that a watching worker does not join: it waits for the leader's core,
+    # where the system may leave it for seconds. The device moves it to another core.
+    import os
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("one CPU: no other core to move a worker to")
+    device = runtime._Device()
+    monkeypatch.setattr(runtime, "_device", device)
+    monkeypatch.setattr(runtime, "_SERVE_CYCLES", 10**13)   # the worker keeps watching
+    libc = runtime._libc
+    cpu = libc.sched_getcpu()
+    try:
+        os.sched_setaffinity(0, {cpu})
+        device.wake(2)
+        deadline = time.monotonic() + 30
+        while not (device.mailbox.ready and device.mailbox.watching) and \
+                time.monotonic() < deadline:
+            time.sleep(0.001)
+        worker = device.workers[0].native_id
+        os.sched_setaffinity(worker, {cpu})        # on the leader's core, as if placed there
+        os.sched_setaffinity(worker, allowed)
+        assert processor(worker) == cpu
+        device.separate()
+        assert processor(worker) != cpu
+        assert os.sched_getaffinity(worker) == allowed   # free to go anywhere again
+    finally:
+        os.sched_setaffinity(0, allowed)
+        send_back(monkeypatch, device)
+
+
+def processor(thread: int) -> int:
+    """The CPU a thread of this process last ran on."""
+    with open(f"/proc/self/task/{thread}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[36])
+
+
+@needs_affinity
 def test_threads_spinning_on_one_core_let_each_other_run():
     # A thread that waits for a word (the native spin wait) and a watching worker share
     # one core; the worker returns (its submissions word changed) and changes the word.
