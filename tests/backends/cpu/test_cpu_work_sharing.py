@@ -557,6 +557,18 @@ def small_step(a, k):   # `step`, measured only by the launches of the test belo
     a[i] = (a[i] * 3 + k + i % 7) % MODULUS
 
 
+def launch_until_led(kernel, backend, a, count, led=20) -> list:
+    """Launch `kernel` step by step over `a`, synchronizing after each, until `led` of the
+    launches were led (`count`) or 10 s passed; the steps launched."""
+    steps = []
+    deadline = time.monotonic() + 10
+    while count[0] < led and time.monotonic() < deadline:
+        kernel(backend, 256)(a, len(steps), ndrange=len(a))
+        steps.append(len(steps))
+        kk.synchronize(backend)
+    return steps
+
+
 def test_launches_too_small_to_be_queued_start_the_workers_that_share_them(monkeypatch):
     # A device whose launches were all small enough to run on the calling thread has
     # started no worker; a burst of them starts the workers and is led from then on.
@@ -570,12 +582,7 @@ def test_launches_too_small_to_be_queued_start_the_workers_that_share_them(monke
         backend = kk.CPU(threads=2)
         n = 12_000    # under the size whose first launch is queued (`_INLINE_ITEMS`)
         a = np.zeros(n, np.int64)
-        steps = []
-        deadline = time.monotonic() + 10
-        while count[0] < 20 and time.monotonic() < deadline:
-            small_step(backend, 256)(a, len(steps), ndrange=n)
-            steps.append(len(steps))
-            kk.synchronize(backend)
+        steps = launch_until_led(small_step, backend, a, count)
         assert count[0] >= 20
         np.testing.assert_array_equal(a, expected_after(steps, n))
     finally:
@@ -600,12 +607,7 @@ def test_the_mailbox_is_compiled_by_a_worker_never_by_the_launching_thread(monke
         backend = kk.CPU(threads=2)
         step(backend, 256)(np.zeros(BIG, np.int64), 0, ndrange=BIG)   # queued: starts one
         a = np.zeros(MID, np.int64)
-        steps = []
-        deadline = time.monotonic() + 10
-        while count[0] < 20 and time.monotonic() < deadline:
-            step(backend, 256)(a, len(steps), ndrange=MID)
-            steps.append(len(steps))
-            kk.synchronize(backend)
+        steps = launch_until_led(step, backend, a, count)
         assert count[0] >= 20
         assert callers and threading.main_thread() not in callers
         np.testing.assert_array_equal(a, expected_after(steps, MID))
