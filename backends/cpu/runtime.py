@@ -84,7 +84,6 @@ _SERVE_CYCLES = 1_300_000
 # (A longer one is queued: the launching thread goes on while the workers run it.)
 _LED_SECONDS = 8e-6
 _TIMED_LEADS = 8   # one led launch in this many is timed (and updates the estimate)
-_ALONE_LEADS = 4   # led launches in a row that a watching worker did not join: it is moved
 _LED_CHUNK_SECONDS = 5e-7
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
 _WAKE_CYCLES = 260_000  # about 0.1 ms: how long the waking thread waits for one to watch
@@ -92,6 +91,7 @@ _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int6
                                   ctypes.c_int64)
 _PYTHON_SCALARS = (float, int, bool)
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+_sched_getcpu = getattr(_libc, "sched_getcpu", None)   # (Linux)
 
 
 @dataclass
@@ -615,7 +615,9 @@ class _Device:
         self.sleeping = 0             # workers waiting for a notification
         self.waiting = 0              # threads in `wait` waiting for one
         self.last_unled = 0.0         # when a launch that could be led last was not
-        self.alone = 0                # led launches in a row no watching worker joined
+        # Workers kept off a leader's core while they watch (`separate`): their native
+        # thread id -> the cores they ran on before, given back when they go to sleep.
+        self.separated: dict[int, set] = {}
         self._spin = None
 
     def spin(self):
@@ -675,31 +677,35 @@ class _Device:
             return False   # another thread leads
         if prepared.uses_print:
             self.printed = True
-        if ran == groups and self.mailbox.watching:
-            # A worker watched and took no group: it waits for the core this thread runs
-            # on, and the system leaves it there (for seconds, seen on a 2-core machine).
-            self.alone += 1
-            if self.alone == _ALONE_LEADS:
-                self.separate()
-        else:
-            self.alone = 0
+        if ran == groups and self.mailbox.watching and _sched_getcpu is not None and \
+                self.mailbox.core == _sched_getcpu():
+            # A worker watched, took no group and last ran on this thread's core: it
+            # waits for this core, and the system leaves it there (for seconds, seen on
+            # a 2-core machine, the other core idle).
+            self.separate()
         return True
 
     def separate(self) -> None:
-        """Move the workers off the core the calling thread runs on, to the others it may
-        run on (where the system lets a thread choose)."""
-        if not hasattr(os, "sched_setaffinity") or not hasattr(_libc, "sched_getcpu"):
+        """Keep the workers off the core the calling thread runs on, on the others they
+        may run on (where the system lets a thread choose), until they next go to sleep
+        (`work`). Moved off it and let free at once, a worker came back to the leader's
+        core within a few launches (in the benchmark suite, most of a case's launches
+        ran on one core while the other idled); kept off, the leader is the thread the
+        system moves, to the idle core."""
+        if not hasattr(os, "sched_setaffinity") or _sched_getcpu is None:
             return
-        here = _libc.sched_getcpu()
+        here = _sched_getcpu()
         for worker in self.workers:
             try:
-                allowed = os.sched_getaffinity(worker.native_id)
+                allowed = self.separated.get(worker.native_id) or \
+                    os.sched_getaffinity(worker.native_id)
                 others = allowed - {here}
-                if others and others != allowed:   # off this core now, then free again
+                if others and others != allowed:
                     os.sched_setaffinity(worker.native_id, others)
-                    os.sched_setaffinity(worker.native_id, allowed)
+                    self.separated[worker.native_id] = allowed
             except OSError:
                 pass   # (it ended, or the system refuses)
+        self.mailbox.forget_core()
 
     def wake(self, threads: int) -> None:
         """Wake the sleeping workers, and start those a backend of `threads` asks for that
@@ -826,6 +832,12 @@ class _Device:
                 finally:
                     self.condition.acquire()
                 if int(self.submissions[0]) == seen:
+                    allowed = self.separated.pop(threading.get_native_id(), None)
+                    if allowed is not None:   # free to run anywhere again (`separate`)
+                        try:
+                            os.sched_setaffinity(0, allowed)
+                        except OSError:
+                            pass
                     self.sleeping += 1
                     self.condition.wait()
                     self.sleeping -= 1

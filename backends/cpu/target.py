@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import hashlib
 import threading
 from dataclasses import dataclass
@@ -195,17 +196,33 @@ waiting until the scheduler takes the core from it, milliseconds later. Returns
 whether it gave the core away this turn."""
 
 
+_CORE = """
+{getcpu_declaration}
+define private i64 @core() nounwind {{
+entry:
+  {getcpu_call}
+}}
+"""
+"""`core()`: the core the calling thread runs on (`sched_getcpu`, on Linux), or -1."""
+
+
 def with_relax(template: str) -> str:
     """LLVM IR text from `template`, a `str.format` template (braces doubled) that may
-    use {relax_definition}, which defines `i1 @relax(i64 %spins)` (`_RELAX`)."""
+    use {relax_definition}, which defines `i1 @relax(i64 %spins)` (`_RELAX`), and
+    {core_definition}, which defines `i64 @core()` (`_CORE`)."""
     x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
     posix = os.name == "posix"
+    linux = sys.platform.startswith("linux")
     relax = _RELAX.format(
         pause_declaration="declare void @llvm.x86.sse2.pause()" if x86 else "",
         pause_call="call void @llvm.x86.sse2.pause()" if x86 else "",
         yield_declaration="declare i32 @sched_yield() nounwind" if posix else "",
         yield_call="%ignored = call i32 @sched_yield()" if posix else "")
-    return template.format(relax_definition=relax)
+    core = _CORE.format(
+        getcpu_declaration="declare i32 @sched_getcpu() nounwind" if linux else "",
+        getcpu_call=("%cpu = call i32 @sched_getcpu()\n  %wide = sext i32 %cpu to i64\n"
+                     "  ret i64 %wide") if linux else "ret i64 -1")
+    return template.format(relax_definition=relax, core_definition=core)
 
 
 @functools.lru_cache(maxsize=1)

@@ -35,6 +35,8 @@ line the others read):
        the line between the cores) and still ends in small ones (the threads finish
        together).
     12: the workers watching the mailbox (in `serve`)
+    14: the core a watching worker ran on when it last gave its core away (-1: not
+        known): the leader compares it with its own (`_Device.lead`)
     13: 1 while a thread leads: another thread that would lead at the same time does
         not (it runs its launch as if no worker were awake)
     16: the groups that have run
@@ -54,6 +56,7 @@ from .calls import SMALL_INT, untyped
 
 MAILBOX_WORDS = 24
 _WATCHING = 12   # the word that counts the workers in `serve`
+_CORE = 14       # the core a watching worker last ran on
 
 _LEAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64,
                          ctypes.c_int64, ctypes.c_int64)
@@ -63,6 +66,7 @@ _SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctyp
 _SOURCE = """
 declare i64 @llvm.readcyclecounter()
 {relax_definition}
+{core_definition}
 
 define private i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk,
                           i1 %from.back) nounwind {{
@@ -208,17 +212,20 @@ start:
   %inside = getelementptr i64, ptr %mailbox, i64 5
   %seats = getelementptr i64, ptr %mailbox, i64 6
   %watching = getelementptr i64, ptr %mailbox, i64 12
+  %core.word = getelementptr i64, ptr %mailbox, i64 14
   %ignored.watch = atomicrmw add ptr %watching, i64 1 seq_cst
+  %first.core = call i64 @core()
+  store atomic i64 %first.core, ptr %core.word seq_cst, align 8
   %began = call i64 @llvm.readcyclecounter()
   br label %watch
 watch:
-  %idle.time = phi i64 [ 0, %start ], [ %idle.after, %idle ], [ 0, %served ],
+  %idle.time = phi i64 [ 0, %start ], [ %idle.after, %idle.on ], [ 0, %served ],
                        [ %idle.time, %refused ]
-  %before = phi i64 [ %began, %start ], [ %now, %idle ], [ %served.at, %served ],
+  %before = phi i64 [ %began, %start ], [ %now, %idle.on ], [ %served.at, %served ],
                     [ %before, %refused ]
-  %last = phi i64 [ -1, %start ], [ %last, %idle ], [ %sequence, %served ],
+  %last = phi i64 [ -1, %start ], [ %last, %idle.on ], [ %sequence, %served ],
                   [ %sequence, %refused ]
-  %spins = phi i64 [ 0, %start ], [ %spins.next, %idle ], [ 0, %served ],
+  %spins = phi i64 [ 0, %start ], [ %spins.next, %idle.on ], [ 0, %served ],
                    [ %spins, %refused ]
   %submitted = load atomic i64, ptr %submissions seq_cst, align 8
   %new.work = icmp ne i64 %submitted, %seen
@@ -255,6 +262,12 @@ refused:
   br label %watch
 idle:
   %gave = call i1 @relax(i64 %spins)
+  br i1 %gave, label %tell.core, label %idle.on
+tell.core:   ; where it runs once it has its core back (the system may have moved it)
+  %core = call i64 @core()
+  store atomic i64 %core, ptr %core.word seq_cst, align 8
+  br label %idle.on
+idle.on:
   %spins.next = add i64 %spins, 1
   %now = call i64 @llvm.readcyclecounter()
   ; Only short gaps count as time spent watching, or one after the thread gave its core
@@ -318,6 +331,15 @@ class Mailbox:
     def watching(self) -> int:
         """How many workers watch it now (in `serve`)."""
         return int(self.words[_WATCHING])
+
+    @property
+    def core(self) -> int:
+        """The core a watching worker last ran on, or -1."""
+        return int(self.words[_CORE])
+
+    def forget_core(self) -> None:
+        """The worker was moved: -1 until it says where it runs now."""
+        self.words[_CORE] = -1
 
     @property
     def watching_address(self) -> int:

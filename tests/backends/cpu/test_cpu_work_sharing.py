@@ -370,9 +370,11 @@ def test_a_watching_worker_gives_a_busy_core_back():
 
 
 @needs_affinity
-def test_a_worker_on_the_core_of_the_leader_is_moved_off_it(monkeypatch):
-    # Led launches that a watching worker does not join: it waits for the leader's core,
-    # where the system may leave it for seconds. The device moves it to another core.
+def test_a_worker_on_the_core_of_the_leader_is_kept_off_it_until_it_sleeps(monkeypatch):
+    # A watching worker says which core it runs on. Led launches that it does not join
+    # from the leader's core mean it waits for that core, where the system may leave it
+    # for seconds: the device keeps it on the other cores while it watches, and lets it
+    # run anywhere again once it goes to sleep.
     import os
     allowed = os.sched_getaffinity(0)
     if len(allowed) < 2:
@@ -380,8 +382,7 @@ def test_a_worker_on_the_core_of_the_leader_is_moved_off_it(monkeypatch):
     device = runtime._Device()
     monkeypatch.setattr(runtime, "_device", device)
     monkeypatch.setattr(runtime, "_SERVE_CYCLES", 10**13)   # the worker keeps watching
-    libc = runtime._libc
-    cpu = libc.sched_getcpu()
+    cpu = runtime._sched_getcpu()
     try:
         os.sched_setaffinity(0, {cpu})
         device.wake(2)
@@ -392,10 +393,23 @@ def test_a_worker_on_the_core_of_the_leader_is_moved_off_it(monkeypatch):
         worker = device.workers[0].native_id
         os.sched_setaffinity(worker, {cpu})        # on the leader's core, as if placed there
         os.sched_setaffinity(worker, allowed)
-        assert processor(worker) == cpu
+        while device.mailbox.core != cpu and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert device.mailbox.core == cpu          # it says so within a few microseconds
         device.separate()
         assert processor(worker) != cpu
-        assert os.sched_getaffinity(worker) == allowed   # free to go anywhere again
+        assert os.sched_getaffinity(worker) == allowed - {cpu}
+        while device.mailbox.core == -1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert device.mailbox.core not in (cpu, -1)   # it says where it runs now
+        # Asleep, it may run anywhere again.
+        monkeypatch.setattr(runtime, "_SERVE_CYCLES", 1000)
+        with device.condition:
+            device.submissions[0] += 1             # it looks again, with a short watch
+        while device.sleeping == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert device.sleeping == 1
+        assert os.sched_getaffinity(worker) == allowed
     finally:
         os.sched_setaffinity(0, allowed)
         send_back(monkeypatch, device)
