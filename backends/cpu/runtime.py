@@ -583,6 +583,22 @@ class _Launch:
         # later launch. (0.5 us a call, where a chunk takes at least ten.)
         _run(self.prepared, self.packed, first, end, time.thread_time)
 
+    def share(self, first: int, end: int, mailbox: Mailbox) -> bool:
+        """Run groups [first, end) as a led launch (`Mailbox.lead`): natively shared with
+        the threads that serve the mailbox (the idle workers, and a thread in `wait`),
+        in claims that need no Python between them; False where another thread leads
+        (nothing ran). Timed like a chunk, by this thread's own groups."""
+        prepared = self.prepared
+        per_group = prepared.seconds_per_group
+        running[0] = prepared.described   # for the fault handler (`fault.py`)
+        start = time.thread_time()
+        ran = mailbox.lead(prepared.entry, self.packed, end,
+                           int(_LED_CHUNK_SECONDS / per_group) + 1, self.threads - 1, first)
+        if ran > 0:
+            prepared.seconds_per_group = 0.75 * per_group + \
+                0.25 * (time.thread_time() - start) / ran
+        return ran >= 0
+
     def failed(self) -> bool:
         return self.error_record is not None and self.error_record[0] != 0
 
@@ -597,8 +613,13 @@ class _Device:
     There is no dispatcher: the workers, and a thread in `wait`, take chunks of
     work-groups from the launch at the head of the queue, and whoever finishes its last
     chunk retires it. The waiting thread starts on the work at once, while the workers
-    are still waking up. Workers are started as launches ask for them, never more than
-    the largest `threads` of a backend less one."""
+    are still waking up. Once a kernel's time is known, the thread that takes a chunk
+    takes the rest of the launch (up to `_CHUNK_SECONDS` a thread) and leads it through
+    the mailbox (`work_sharing`), where the other threads join it natively: between a
+    launch's claims there is no Python, no lock and no GIL (handed out in Python, the
+    chunks of a 10M-element saxpy on 2 threads cost it 3-9%). Workers are started as
+    launches ask for them, never more than the largest `threads` of a backend less
+    one."""
 
     def __init__(self):
         # `with self.lock` where a KeyboardInterrupt must not leave the lock held:
@@ -615,6 +636,7 @@ class _Device:
         # while before it goes to sleep (see `work`).
         self.submissions = np.zeros(1, np.int64)
         self.retired = np.zeros(1, np.int64)     # bumped when a launch is done
+        self.retired_address = self.retired.ctypes.data
         self.mailbox = Mailbox()
         self.sleeping = 0             # workers waiting for a notification
         self.waiting = 0              # threads in `wait` waiting for one
@@ -774,14 +796,22 @@ class _Device:
                     if self.run_a_chunk():
                         continue
                     # Another thread runs the last chunk: watch for it to retire the
-                    # launch (as idle workers watch for submissions) before sleeping.
+                    # launch (as idle workers watch for submissions) before sleeping,
+                    # and help with a chunk led meanwhile (`run_a_chunk`), back in Python
+                    # after each (a KeyboardInterrupt is seen in between).
                     seen = int(self.retired[0])
+                    served = False
                     self.condition.release()
                     try:
-                        self.spin()(self.retired.ctypes.data, seen, _SPIN_CYCLES)
+                        if self.mailbox.ready:
+                            served = self.mailbox.serve(self.retired_address, seen,
+                                                        _SPIN_CYCLES, once=True)
+                            self.mailbox.forget_core()   # (it is not a worker)
+                        else:
+                            self.spin()(self.retired_address, seen, _SPIN_CYCLES)
                     finally:
                         self.condition.acquire()
-                    if self.queue and int(self.retired[0]) == seen:
+                    if not served and self.queue and int(self.retired[0]) == seen:
                         self.waiting += 1
                         try:
                             self.condition.wait(_WAIT_SECONDS)
@@ -856,17 +886,25 @@ class _Device:
                 self.running >= launch.threads:
             return False
         first = self.next_group
-        # Guided: a share of what is left, so that the first chunks are large (few
-        # hand-offs) and the last ones small (the threads finish together); never
-        # longer than `_CHUNK_SECONDS`.
-        share = (launch.groups - first) // (2 * launch.threads)
-        size = min(max(launch.chunk, share), _chunk_limit(launch.prepared))
-        end = min(first + size, launch.groups)
+        limit = _chunk_limit(launch.prepared)
+        shared = launch.threads > 1 and launch.prepared.seconds_per_group > 0 and \
+            self.mailbox.ready and launch.groups < SMALL_INT
+        if shared:
+            # The rest of the launch, up to `_CHUNK_SECONDS` on each thread, led by this
+            # one: the others join it natively (`Mailbox.serve`).
+            end = min(first + limit * launch.threads, launch.groups)
+        else:
+            # Guided: a share of what is left, so that the first chunks are large (few
+            # hand-offs) and the last ones small (the threads finish together); never
+            # longer than `_CHUNK_SECONDS`.
+            share = (launch.groups - first) // (2 * launch.threads)
+            end = min(first + min(max(launch.chunk, share), limit), launch.groups)
         self.next_group = end
         self.running += 1
         self.condition.release()
         try:
-            launch.run_chunk(first, end)
+            if not (shared and launch.share(first, end, self.mailbox)):
+                launch.run_chunk(first, end)
         except Exception as error:  # reported on synchronize, never lost
             launch.exception = error
         finally:  # also when a KeyboardInterrupt reaches the waiting thread here

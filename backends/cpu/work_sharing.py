@@ -3,9 +3,11 @@ worker threads that are awake, handed out without Python, without the GIL and wi
 a lock.
 
 A worker that has no work watches, in native code (`serve`), two words: the device's
-submissions (a launch queued in Python: it returns to take it) and a mailbox where the
-thread that launches posts a launch it leads (`lead`). The leader writes the kernel's
-entry point, its argument record, the number of work-groups and a chunk size into the
+submissions (a launch queued in Python: it returns to take it) and a mailbox where a
+thread posts the launch, or the range of a queued launch's groups, it leads (`lead`):
+the thread that launches, or the one that takes a queued launch (the thread waiting for
+it serves the mailbox too). The leader writes the kernel's entry point, its argument
+record, the range of work-groups and a chunk size into the
 mailbox, opens it, and takes chunks of groups from the front of the range not yet
 handed out, as the workers that see the post do from its back; each adds the groups it
 ran to a counter. When the range is empty the leader waits for the groups
@@ -21,7 +23,7 @@ The mailbox is 24 int64 words, in three cache lines (the two counters every chun
 updates each on a line of its own, so threads taking chunks do not contend for the
 line the others read):
     0: sequence: odd while a launch is posted (open), even otherwise
-    1: entry point   2: argument record   3: work-groups   4: chunk (groups)
+    1: entry point   2: argument record   3: work-groups posted   4: chunk (groups)
     5: workers inside (they add 1 before they read a post and take it back after)
     6: seats: how many more workers may take part (the launching backend's threads,
        less the leader)
@@ -59,9 +61,9 @@ _WATCHING = 12   # the word that counts the workers in `serve`
 _CORE = 14       # the core a watching worker last ran on
 
 _LEAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64,
-                         ctypes.c_int64, ctypes.c_int64)
+                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 _SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                          ctypes.c_int64)
+                          ctypes.c_int64, ctypes.c_bool)
 
 _SOURCE = """
 declare i64 @llvm.readcyclecounter()
@@ -119,7 +121,7 @@ out:
   ret i64 %ran
 }}
 
-define i64 @kernelkit_lead(ptr %key, ptr %record, i64 %groups, i64 %chunk,
+define i64 @kernelkit_lead(ptr %key, ptr %record, i64 %first, i64 %end, i64 %chunk,
                            i64 %helpers) nounwind {{
 start:
   %mailbox = load ptr, ptr %key, align 8
@@ -145,7 +147,9 @@ post:
   %threads = add i64 %helpers, 1
   %divisor = shl i64 %threads, 1
   store atomic i64 %divisor, ptr %divisor.word seq_cst, align 8
-  %all = shl i64 %groups, 32
+  %groups = sub i64 %end, %first
+  %back = shl i64 %end, 32
+  %all = or i64 %back, %first
   store atomic i64 %all, ptr %left seq_cst, align 8
   store atomic i64 0, ptr %done seq_cst, align 8
   store atomic ptr %entry, ptr %entry.word seq_cst, align 8
@@ -203,7 +207,7 @@ out:
 }}
 
 define i64 @kernelkit_serve(ptr %mailbox, ptr %submissions, i64 %seen,
-                            i64 %cycles) nounwind {{
+                            i64 %cycles, i1 %once) nounwind {{
 start:
   %entry.word = getelementptr i64, ptr %mailbox, i64 1
   %record.word = getelementptr i64, ptr %mailbox, i64 2
@@ -256,7 +260,10 @@ work:
   br label %served
 served:
   %served.at = call i64 @llvm.readcyclecounter()
-  br label %watch
+  br i1 %once, label %served.once, label %watch
+served.once:
+  %ignored.unwatch.once = atomicrmw sub ptr %watching, i64 1 seq_cst
+  ret i64 1
 refused:
   %ignored.back = atomicrmw sub ptr %inside, i64 1 seq_cst
   br label %watch
@@ -345,26 +352,28 @@ class Mailbox:
     def watching_address(self) -> int:
         return self.address + 8 * _WATCHING
 
-    def lead(self, entry: int, record: bytes, groups: int, chunk: int, helpers: int) -> int:
-        """Run work-groups [0, groups) of the kernel at `entry` on `record`, posted for
-        up to `helpers` workers that serve, in chunks of `chunk`; returns how many
+    def lead(self, entry: int, record: bytes, groups: int, chunk: int, helpers: int,
+             first: int = 0) -> int:
+        """Run work-groups [first, groups) of the kernel at `entry` on `record`, posted
+        for up to `helpers` workers that serve, in chunks of `chunk`; returns how many
         groups this thread ran, once all have run (the record may be freed then), or
         -1 at once where another thread leads (nothing ran)."""
-        if not 0 < groups < SMALL_INT:
-            raise ValueError(f"a led launch has from 1 to {SMALL_INT - 1} groups, not {groups}")
+        if not 0 <= first < groups < SMALL_INT:
+            raise ValueError(f"a led launch runs groups from 0 to {SMALL_INT - 1}, "
+                             f"at least one, not {first} to {groups}")
         key = self._keys.get(entry)
         if key is None:   # the mailbox and the entry point, read from bytes natively
             if len(self._keys) >= 1024:
                 self._keys.clear()
             key = self._keys[entry] = struct.pack("=QQ", self.address, entry)
-        return self._lead(key, record, groups, min(chunk, groups), helpers)
+        return self._lead(key, record, first, groups, min(chunk, groups - first), helpers)
 
-    def serve(self, submissions: int, seen: int, cycles: int) -> bool:
+    def serve(self, submissions: int, seen: int, cycles: int, once: bool = False) -> bool:
         """Run what is posted, and watch for more for about `cycles` CPU cycles after
         the last (a time the system ran other threads does not count); True where the
-        word at `submissions` changed from `seen` (a launch was queued in Python),
-        False after the cycles passed with nothing."""
+        word at `submissions` changed from `seen` (a launch was queued in Python), or
+        `once` a post was served, False after the cycles passed with nothing."""
         if self._serve is None:
             self._lead, self._serve = _functions()
             self.ready = True
-        return bool(self._serve(self.address, submissions, seen, cycles))
+        return bool(self._serve(self.address, submissions, seen, cycles, once))

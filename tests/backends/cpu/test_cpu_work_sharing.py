@@ -268,25 +268,26 @@ class Served:
             thread.join()
 
 
-def lead_and_check(served: Served, record_range: int, groups: int, chunk: int, helpers: int):
-    """Lead a launch of the recording function; check that the ranges it was called on
-    are [0, groups) once, in claims of at most a share of the groups (guided) or
-    `chunk`, whichever is larger. Returns the launch's call counter
+def lead_and_check(served: Served, record_range: int, groups: int, chunk: int, helpers: int,
+                   first: int = 0):
+    """Lead groups [first, groups) of the recording function; check that the ranges it
+    was called on are those groups once, in claims of at most a share of the groups
+    (guided) or `chunk`, whichever is larger. Returns the launch's call counter
     (a caller checks that nothing calls it later), its calls, and the groups the leader
     ran."""
-    most = groups // chunk + 3
+    most = (groups - first) // chunk + 3
     count = np.zeros(1, np.int64)
     ranges = np.full((most, 2), -1, np.int64)
     record = np.array([count.ctypes.data, ranges.ctypes.data], np.uint64).tobytes()
-    ran = served.mailbox.lead(record_range, record, groups, chunk, helpers)
+    ran = served.mailbox.lead(record_range, record, groups, chunk, helpers, first)
     calls = int(count[0])
     assert 1 <= calls <= most
     handed = sorted(map(tuple, ranges[:calls].tolist()))
-    assert handed[0][0] == 0 and handed[-1][1] == groups
+    assert handed[0][0] == first and handed[-1][1] == groups
     assert all(previous[1] == following[0] for previous, following in zip(handed, handed[1:]))
-    largest = max(chunk, groups // (2 * (helpers + 1)))
-    assert all(0 < end - first <= largest for first, end in handed)
-    assert 0 <= ran <= groups
+    largest = max(chunk, (groups - first) // (2 * (helpers + 1)))
+    assert all(0 < end - start <= largest for start, end in handed)
+    assert 0 <= ran <= groups - first
     return count, calls, ran
 
 
@@ -300,6 +301,44 @@ def test_the_mailbox_hands_out_every_group_once_at_any_size(record_range, groups
             lead_and_check(served, record_range, groups, chunk, helpers=2)
     finally:
         served.stop()
+
+
+@pytest.mark.parametrize("first, groups, chunk", [
+    (1, 2, 1), (5, 1000, 7), (999, 1000, 1), (300, 1000, 10**6), (2**31 - 3, 2**31 - 1, 1),
+    (10, 2**31 - 1, 2**27)])
+def test_a_led_range_runs_each_of_its_groups_once(record_range, first, groups, chunk):
+    # A queued launch is led a range at a time (`_Device.run_a_chunk`).
+    served = Served(helpers=2)
+    try:
+        for _ in range(20):
+            lead_and_check(served, record_range, groups, chunk, helpers=2, first=first)
+    finally:
+        served.stop()
+
+
+def test_queued_launches_are_shared_natively_and_run_every_group_once(monkeypatch):
+    # A queued launch whose time is known is led by the thread that takes it, its groups
+    # shared natively with the workers and the thread that waits (no Python between
+    # claims). Launches follow each other in order, each group once.
+    backend = kk.CPU(threads=2)
+    shared = []
+    share = runtime._Launch.share
+
+    def counting(self, first, end, mailbox):
+        led = share(self, first, end, mailbox)
+        shared.append(led)
+        return led
+    monkeypatch.setattr(runtime._Launch, "share", counting)
+    monkeypatch.setattr(runtime, "_JOINED_SECONDS", 0.0)   # none led by its launcher,
+    monkeypatch.setattr(runtime, "_INLINE_SECONDS", 0.0)   # none run inline: all queued
+    a = np.zeros(BIG, np.int64)
+    launch = step(backend, 256)
+    steps = range(40)
+    for k in steps:
+        launch(a, k, ndrange=BIG)
+    kk.synchronize(backend)
+    assert np.array_equal(a, expected_after(steps, BIG))
+    assert any(shared)
 
 
 def test_a_launch_is_handed_out_in_a_few_claims_per_thread(record_range):
