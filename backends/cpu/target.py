@@ -6,9 +6,9 @@ loading object code into the process."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import sys
-import hashlib
 import threading
 from dataclasses import dataclass
 

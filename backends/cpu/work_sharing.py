@@ -37,10 +37,10 @@ line the others read):
        the line between the cores) and still ends in small ones (the threads finish
        together).
     12: the workers watching the mailbox (in `serve`)
-    14: the core a watching worker ran on when it last gave its core away (-1: not
-        known): the leader compares it with its own (`_Device.lead`)
     13: 1 while a thread leads: another thread that would lead at the same time does
         not (it runs its launch as if no worker were awake)
+    14: the core a watching worker ran on when it last gave its core away (-1: not
+        known): the leader compares it with its own (`_Device.lead`)
     16: the groups that have run
 A worker enters (word 5), reads the post, and runs it only if the sequence is still the
 odd one it saw and it got a seat; a post waits for word 5 to come back to 0 before it

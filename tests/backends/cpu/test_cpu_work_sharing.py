@@ -316,6 +316,12 @@ def test_a_led_range_runs_each_of_its_groups_once(record_range, first, groups, c
         served.stop()
 
 
+def test_a_led_range_holds_at_least_one_group_below_two_to_the_31():
+    for first, groups in [(5, 5), (6, 5), (-1, 5), (0, 2**31)]:
+        with pytest.raises(ValueError, match="at least one"):
+            Mailbox().lead(0, b"", groups, 1, 1, first=first)
+
+
 def test_queued_launches_are_shared_natively_and_run_every_group_once(monkeypatch):
     # A queued launch whose time is known is led by the thread that takes it, its groups
     # shared natively with the workers and the thread that waits (no Python between
