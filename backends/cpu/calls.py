@@ -14,6 +14,7 @@ import ctypes.util
 SMALL_INT = 2**31
 """Ints from -SMALL_INT up to here pass through an untyped call unchanged."""
 
+
 def _untyped_calls_widen_ints() -> bool:
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
     llabs = getattr(libc, "llabs", None)

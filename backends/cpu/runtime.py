@@ -65,10 +65,12 @@ _FIRST_LAUNCH_SECONDS = 1e-3
 and its other groups there too unless that group's time says they would take longer than
 this (more than _INLINE_SECONDS: one group's time, the code's first run, says less than
 a launch's)."""
-# The last chunks of a queued launch are 1 / (threads * _SMALLEST_CHUNKS) of it (or take
-# `_SHORTEST_CHUNK_SECONDS`): a launch ends when its last chunk does, and the threads that
-# finished theirs wait for it (about 15 us for a 10M-element saxpy on 2 threads; it was
-# 60 us with 32, 3-6% of the launch).
+# The last chunks of a queued launch handed out in Python (one whose kernel's time is not
+# known yet, or where the mailbox cannot be used: see `run_a_chunk`) are
+# 1 / (threads * _SMALLEST_CHUNKS) of it (or take `_SHORTEST_CHUNK_SECONDS`): a launch ends
+# when its last chunk does, and the threads that finished theirs wait for it (measured
+# when every queued launch was handed out so: about 15 us of a 10M-element saxpy on 2
+# threads, 60 us with 32, 3-6% of the launch).
 _SMALLEST_CHUNKS = 128
 _SHORTEST_CHUNK_SECONDS = 10e-6
 """But no chunk shorter than this (where the kernel's time is known): handing out a chunk

@@ -211,7 +211,6 @@ define i64 @kernelkit_serve(ptr %mailbox, ptr %submissions, i64 %seen,
 start:
   %entry.word = getelementptr i64, ptr %mailbox, i64 1
   %record.word = getelementptr i64, ptr %mailbox, i64 2
-  %groups.word = getelementptr i64, ptr %mailbox, i64 3
   %chunk.word = getelementptr i64, ptr %mailbox, i64 4
   %inside = getelementptr i64, ptr %mailbox, i64 5
   %seats = getelementptr i64, ptr %mailbox, i64 6
@@ -245,7 +244,6 @@ enter:
   %ignored.in = atomicrmw add ptr %inside, i64 1 seq_cst
   %entry = load atomic ptr, ptr %entry.word seq_cst, align 8
   %record = load atomic ptr, ptr %record.word seq_cst, align 8
-  %groups = load atomic i64, ptr %groups.word seq_cst, align 8
   %chunk = load atomic i64, ptr %chunk.word seq_cst, align 8
   %again = load atomic i64, ptr %mailbox seq_cst, align 8
   %still = icmp eq i64 %again, %sequence
