@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import struct
 import sys
 import threading
 import time
@@ -47,7 +48,7 @@ from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, device_me
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
-from . import fault
+from . import argument_checks, fault
 from .calls import SMALL_INT, untyped
 from .fault import running
 from .work_sharing import Mailbox
@@ -398,15 +399,16 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
     namespace = {"ndarray": np.ndarray, "geometry": prepared.geometry, "pointer": data_pointer,
                  "run": backend.run_groups, "prepared": prepared, "runtime": sys.modules[__name__],
                  "running": running, "described": prepared.described,
-                 "clock": time.perf_counter,
+                 "clock": time.perf_counter, "checks": argument_checks, "struct": struct,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
                                           finish=prepared.layout.struct.pack)}
     # `checks` say the arguments are of the kinds this launcher packs; `same`, that they
-    # are what it packed last (`kept` in `last`, after `n`), and of those kinds: checked
-    # first, without what the equal shape already says (the number of dimensions).
-    checks, kept, same = [], ["n"], ["record[0] == n"]
+    # are what it packed last (`kept` in `last`, after `n` and the fingerprint), and of
+    # those kinds: checked first, without what the equal shape already says (the number
+    # of dimensions). Natively (`argument_checks.matches`), the fingerprint says the same.
+    checks, kept, same, kinds = [], ["n", None], ["record[0] == n"], []
     for name, value, argtype in zip(names, args, prepared.argtypes):
         key = numpy_argument_key(value)
         if isinstance(argtype, T.ArrayType):
@@ -423,11 +425,15 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                 f"record[{len(kept) + index}] == {field}" for index, field in enumerate(fields))
                 + f" and {flags}")
             kept += fields
+            kinds.append((ndim, contiguous, writeable, argtype.layout != "C"))
         else:
             namespace[f"{name}_key"] = key
             checks.append(f"type({name}) is {name}_key")
             same.append(f"record[{len(kept)}] is {name}")
             kept.append(name)
+            kinds.append(None)
+    fingerprint = argument_checks.fingerprint_source(names, kinds)
+    kept[1] = fingerprint or "None"
     # On an idle device, a launch too short to share runs on this thread, and a short one
     # is led, as `run_groups` would run them, in fewer steps. (The first has fewer than
     # 2**31 groups, each taking far more than 8 us / 2**31: the untyped call takes them.)
@@ -435,25 +441,36 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
     lead = (f"            if estimate < runtime._JOINED_SECONDS and "
             f"device.lead(prepared, packed, total, {backend.threads}):\n"
             f"                return True\n") if backend.threads > 1 else ""
+    # Where a worker has compiled `matches`, the arguments are compared with what was
+    # packed last natively; else in Python (`same`), after unpacking them.
+    compared = "" if fingerprint is None else (
+        "        matches = checks.matches\n"
+        "        if matches is not None and record[0] == n and matches(args, record[1]):\n"
+        "            packed, total, items = record[-1]\n"
+        "        else:\n")
+    indent = "            " if fingerprint else "        "
+    same = " and ".join(same) if fingerprint is None else \
+        f"matches is None and {' and '.join(same)}"
     source = (f"def make():\n"
-              f"    last = (None,)\n"
+              f"    last = (None, None)\n"
               f"    def fire(args, n):\n"
               f"        nonlocal last\n"
-              f"{unpacking_source(names, '        ')}"
               f"        record = last   # once: another thread may replace it\n"
-              f"        if {' and '.join(same)}:\n"
-              f"            packed, total, items = record[-1]\n"
-              f"        else:\n"
-              f"            if not ({' and '.join(checks) or 'True'}):\n"
-              f"                return False\n"
-              f"            launch = geometry.get((n,))\n"
-              f"            if launch is None:\n"
-              f"                return False\n"
-              f"            header, total, items = launch\n"
-              f"            if not total:\n"
-              f"                return True\n"
-              f"            packed = pack(header, args, None)\n"
-              f"            last = ({', '.join(kept)}, (packed, total, items))\n"
+              f"{compared}"
+              f"{unpacking_source(names, indent)}"
+              f"{indent}if {same}:\n"
+              f"{indent}    packed, total, items = record[-1]\n"
+              f"{indent}else:\n"
+              f"{indent}    if not ({' and '.join(checks) or 'True'}):\n"
+              f"{indent}        return False\n"
+              f"{indent}    launch = geometry.get((n,))\n"
+              f"{indent}    if launch is None:\n"
+              f"{indent}        return False\n"
+              f"{indent}    header, total, items = launch\n"
+              f"{indent}    if not total:\n"
+              f"{indent}        return True\n"
+              f"{indent}    packed = pack(header, args, None)\n"
+              f"{indent}    last = ({', '.join(kept)}, (packed, total, items))\n"
               f"        estimate = prepared.seconds_per_group * total\n"
               f"        device = runtime._device\n"
               f"        if estimate and not device.queue:\n"
@@ -857,6 +874,7 @@ class _Device:
         sleep until notified."""
         word = self.submissions.ctypes.data
         self.spin()   # for `wait`, compiled here: see `Mailbox`
+        argument_checks.compile_matches()   # for the fast launchers, likewise
         with self.condition:
             while True:
                 if self.run_a_chunk():

@@ -2,12 +2,36 @@
 launch whose arguments are of the kinds the kernel was last launched with (NumPy arrays
 of the same dtype, dimensions, layout and writability; scalars of the same type), over
 an ndrange it was launched over before, skips the general `launch`. Everything else
-takes the general launch, with its results and errors."""
+takes the general launch, with its results and errors. Each test runs twice: with the
+arguments compared natively (`argument_checks.matches`, once a worker has compiled it)
+and in Python (before that, or where the interpreter's object layout is not known)."""
 import numpy as np
 import pytest
 
 import kernelkit as kk
+from backends.cpu import argument_checks
 from launch_paths import count_general_launches
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def native_answers(request, monkeypatch):
+    """What the native check answered in the test (a list), or None where the arguments
+    are compared in Python."""
+    if request.param == "python":
+        monkeypatch.setattr(argument_checks, "LAYOUT", None)   # no worker compiles it
+        monkeypatch.setattr(argument_checks, "matches", None)
+        return None
+    if argument_checks.LAYOUT is None:
+        pytest.skip("this interpreter's object layout is not known here")
+    argument_checks.compile_matches()
+    native, answers = argument_checks.matches, []
+
+    def matches(args, fingerprint):
+        answers.append(native(args, fingerprint))
+        return answers[-1]
+
+    monkeypatch.setattr(argument_checks, "matches", matches)
+    return answers
 
 
 @pytest.fixture
@@ -40,7 +64,8 @@ class HostBuffer:
         self.__array_interface__ = array.__array_interface__
 
 
-def test_repeated_launches_skip_the_general_launch_and_all_run(cpu, general_launches):
+def test_repeated_launches_skip_the_general_launch_and_all_run(cpu, general_launches,
+                                                               native_answers):
     y = np.zeros(1000, np.float32)
     launch = add_one(cpu, 128)
     for _ in range(10):
@@ -49,6 +74,8 @@ def test_repeated_launches_skip_the_general_launch_and_all_run(cpu, general_laun
         add_one(cpu, 128)(y, ndrange=1000)
     kk.synchronize(cpu)
     assert general_launches == [(1000,)]
+    if native_answers is not None:   # the launch that packed is followed by matches only
+        assert len(native_answers) >= 17 and set(native_answers) == {1}
     np.testing.assert_array_equal(y, np.full(1000, 20, np.float32))
 
 
@@ -120,7 +147,8 @@ def test_a_debug_backend_checks_every_launch_on_the_general_path(monkeypatch):
     assert general_launches == [(8,)] * 3 + [(9,)]
 
 
-def test_an_array_resized_in_place_between_fast_launches_is_packed_anew(cpu, general_launches):
+def test_an_array_resized_in_place_between_fast_launches_is_packed_anew(cpu, general_launches,
+                                                                        native_answers):
     launch = add_one(cpu, 32)
     y = np.zeros(64, np.float32)
     launch(y, ndrange=64)
@@ -131,5 +159,7 @@ def test_an_array_resized_in_place_between_fast_launches_is_packed_anew(cpu, gen
     launch(y, ndrange=64)
     kk.synchronize(cpu)
     assert general_launches == [(64,)]
+    if native_answers is not None:   # the resized array, once
+        assert native_answers[-2:] == [0, 1] and native_answers.count(0) == 1
     np.testing.assert_array_equal(y[:64], 4)
     np.testing.assert_array_equal(y[64:], 0)

@@ -1,0 +1,114 @@
+"""The native check of a fast launch's arguments (`argument_checks.matches`): the same
+arguments as packed last match their fingerprint; any change a kernel could see (another
+array, the same array resized, reshaped, restrided, retyped or made read-only, another
+scalar object, another count of arguments) does not."""
+import struct
+
+import numpy as np
+import pytest
+
+from backends.cpu import argument_checks
+from backends.cpu.runtime import data_pointer
+
+pytestmark = pytest.mark.skipif(argument_checks.LAYOUT is None,
+                                reason="this interpreter's object layout is not known here")
+
+
+@pytest.fixture(scope="module")
+def matches():
+    argument_checks.compile_matches()
+    return argument_checks.matches
+
+
+def kind_of(value, strided=False):
+    """The launcher's kind of an argument: None for a scalar."""
+    if not isinstance(value, np.ndarray):
+        return None
+    return (value.ndim, value.flags.c_contiguous, value.flags.writeable, strided)
+
+
+def fingerprint(args, kinds):
+    names = [f"a{index}" for index in range(len(args))]
+    source = argument_checks.fingerprint_source(names, kinds)
+    scope = dict(zip(names, args), args=args, struct=struct, pointer=data_pointer,
+                 ndarray=np.ndarray, tuple=tuple)
+    return eval(source, scope)  # noqa: S307 - the launcher's own expression
+
+
+def test_the_layout_probe_finds_this_interpreters_arrays():
+    layout = argument_checks.LAYOUT
+    assert layout.type == 8 and layout.items == 24
+    assert layout.ndim == layout.data + 8 and layout.flags == layout.data + 48
+
+
+def test_the_same_arguments_match(matches):
+    y, x = np.zeros(100, np.float32), np.arange(100, dtype=np.float32)
+    a = 2.0
+    args = (y, a, x)
+    packed = fingerprint(args, [kind_of(y), None, kind_of(x)])
+    assert matches(args, packed) == 1
+    assert matches((y, a, x), packed) == 1   # another tuple of the same objects
+    assert matches((), fingerprint((), [])) == 1
+
+
+def test_a_strided_array_matches_its_own_strides_only(matches):
+    base = np.zeros((8, 12), np.float64)
+    view = base[:, ::3]
+    packed = fingerprint((view,), [kind_of(view, strided=True)])
+    assert matches((view,), packed) == 1
+    assert matches((base[:, ::3],), packed) == 1     # another view of the same memory
+    assert matches((base[:, ::2][:, :4],), packed) == 0   # same extents, other strides
+    assert matches((base[:4, ::3],), packed) == 0
+
+
+@pytest.mark.parametrize("change", [
+    "another array", "resized in place", "reshaped in place", "retyped in place",
+    "made read-only", "another float", "an equal float of another sign", "an int for the float",
+    "one argument fewer", "one argument more", "a subclass", "a scalar for the array",
+    "an array for the scalar", "another dimension count", "not C-ordered"])
+def test_a_change_a_kernel_could_see_does_not_match(matches, change):
+    y = np.zeros(64, np.float32)
+    x = np.arange(64, dtype=np.float32)
+    a = 0.0
+    args = (y, a, x)
+    packed = fingerprint(args, [kind_of(y), None, kind_of(x)])
+    assert matches(args, packed) == 1
+    if change == "another array":
+        args = (y.copy(), a, x)
+    elif change == "resized in place":
+        y.resize(4096, refcheck=False)
+    elif change == "reshaped in place":
+        y.shape = (8, 8)
+    elif change == "retyped in place":
+        y.dtype = np.int32
+    elif change == "made read-only":
+        y.flags.writeable = False
+    elif change == "another float":
+        args = (y, 1.0, x)
+    elif change == "an equal float of another sign":
+        args = (y, -0.0, x)
+    elif change == "an int for the float":
+        args = (y, 0, x)
+    elif change == "one argument fewer":
+        args = (y, a)
+    elif change == "one argument more":
+        args = (y, a, x, x)
+    elif change == "a subclass":
+        args = (y.view(np.memmap), a, x)
+    elif change == "a scalar for the array":
+        args = (a, a, x)
+    elif change == "an array for the scalar":
+        args = (y, y, x)
+    elif change == "another dimension count":
+        args = (y.reshape(8, 8), a, x)
+    elif change == "not C-ordered":
+        args = (np.zeros(128, np.float32)[::2], a, x)
+    assert matches(args, packed) == 0
+
+
+def test_extents_of_every_axis_are_compared(matches):
+    grid = np.zeros((4, 6, 8), np.float32)
+    packed = fingerprint((grid,), [kind_of(grid)])
+    assert matches((grid,), packed) == 1
+    for shape in [(4, 6, 8), (4, 8, 6), (6, 4, 8), (8, 6, 4)]:
+        assert matches((grid.reshape(shape),), packed) == (shape == (4, 6, 8))
