@@ -4,27 +4,27 @@ A fast launcher (`runtime._fast_launcher`) keeps the record it packed last and r
 again where the arguments are the same: the same scalar objects, and arrays with the
 same data address, extents, strides (where the kernel reads them), element type and
 flags. Asked in Python, that is a dozen attribute reads per array (0.7 us for saxpy's
-three arguments, a tenth of a 100k-element launch on 2 cores). Here one native call
-(`matches`) reads them from the objects themselves and compares them with the launch's
-fingerprint, the words the launcher wrote when it packed the record (`fingerprint`):
+three arguments, a tenth of a 100k-element launch on 2 cores). Natively, `@matches`
+reads them from the objects themselves and compares them with the launch's
+fingerprint, the words the launcher wrote when it packed the record (`fingerprint_source`):
 
-    count, the address of the tuple type, then for each argument
+    the mailbox's address and the kernel's entry point (so that the fingerprint is also
+    the key `work_sharing`'s lead takes), the argument count, the address of the tuple
+    type, then for each argument
       a scalar: 0, the object's address (the launcher keeps the object: no other can
                 take its address while the fingerprint is in use)
       an array: ndim + 1 (+ 256 where its strides are compared), the address of the
                 ndarray type, the data address, the element type's address, the flags
                 mask, the flags under it, the extents, then the strides (in bytes)
 
-It reads CPython's tuple and NumPy's array struct (the public `PyArrayObject_fields`)
-at offsets found on probe objects when this module is imported, each checked against
-what Python says of them; on an interpreter where one does not check out, `LAYOUT` is
-None and the launcher asks in Python, as before. The function is compiled by a worker
-thread (as the mailbox's are: see `work_sharing.Mailbox`), so `matches` is None until
-one has started."""
+`@matches` is compiled with the mailbox's functions, which call it before they run or
+lead a launch (`work_sharing`). It reads CPython's tuple and NumPy's array struct (the
+public `PyArrayObject_fields`) at offsets found on probe objects when this module is
+imported, each checked against what Python says of them; on an interpreter where one
+does not check out, `LAYOUT` is None and the launcher asks in Python."""
 from __future__ import annotations
 
 import ctypes
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,10 +95,11 @@ def _probe() -> Layout | None:
 LAYOUT = _probe()
 
 _SOURCE = """
-define i64 @kernelkit_matches(ptr %args, ptr %fingerprint) nounwind {{
+define private i1 @matches(ptr %args, ptr %fingerprint) nounwind {{
 start:
-  %count = load i64, ptr %fingerprint, align 8
-  %tuple.word = getelementptr i64, ptr %fingerprint, i64 1
+  %count.word = getelementptr i64, ptr %fingerprint, i64 2
+  %count = load i64, ptr %count.word, align 8
+  %tuple.word = getelementptr i64, ptr %fingerprint, i64 3
   %tuple = load i64, ptr %tuple.word, align 8
   %args.type.field = getelementptr i8, ptr %args, i64 {type}
   %args.type = load i64, ptr %args.type.field, align 8
@@ -111,7 +112,7 @@ sized:
   br i1 %counted, label %next, label %differs
 next:
   %index = phi i64 [ 0, %sized ], [ %index.next, %scalar.same ], [ %index.next, %array.same ]
-  %word = phi i64 [ 2, %sized ], [ %word.after.scalar, %scalar.same ],
+  %word = phi i64 [ 4, %sized ], [ %word.after.scalar, %scalar.same ],
                   [ %word.after.array, %array.same ]
   %all = icmp eq i64 %index, %count
   br i1 %all, label %same, label %argument
@@ -208,43 +209,30 @@ array.same:
   %word.after.array = add i64 %word.past.fields, %axis.words
   br label %next
 same:
-  ret i64 1
+  ret i1 true
 differs:
-  ret i64 0
+  ret i1 false
 }}
 """
 
-matches = None
-"""`matches(args, fingerprint) -> int`: 1 where the tuple `args` holds what `fingerprint`
-says, else 0; None until a worker has compiled it (`compile_matches`), or where `LAYOUT`
-is None."""
-
-_compiling = threading.Lock()
-
-
-def compile_matches() -> None:
-    """Compile `matches` (from the disk cache, once there): called by a worker thread."""
-    global matches
-    if LAYOUT is None or matches is not None:
-        return
-    from kernelkit.compiler.native import host_functions
-    with _compiling:
-        if matches is None:
-            source = _SOURCE.format(scalar=SCALAR, strided=STRIDED,
-                                    **{name: getattr(LAYOUT, name)
-                                       for name in Layout.__dataclass_fields__})
-            address = host_functions(source, {})["kernelkit_matches"]
-            matches = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.py_object)(address)
-
-
-def fingerprint_source(names: list[str], kinds: list) -> str | None:
-    """A Python expression, over the arguments `names`, for the fingerprint of these
-    arguments: for each, its `kinds` entry is None for a scalar, else (ndim, contiguous,
-    writeable, strided) for a NumPy array (as the launcher checked it). Uses the names
-    `struct`, `pointer` (`data_pointer`), `ndarray` and `tuple`. None where `LAYOUT` is."""
+def matches_definition() -> str | None:
+    """LLVM IR text defining `i1 @matches(ptr %args, ptr %fingerprint)`: whether the
+    tuple `args` holds what `fingerprint` says; None where `LAYOUT` is None."""
     if LAYOUT is None:
         return None
-    words, formats = ["len(args)", "id(tuple)"], 2
+    return _SOURCE.format(scalar=SCALAR, strided=STRIDED,
+                          **{name: getattr(LAYOUT, name) for name in Layout.__dataclass_fields__})
+
+
+def fingerprint_source(mailbox: int, entry: int, names: list[str], kinds: list) -> str | None:
+    """A Python expression, over the arguments `names` (and the tuple `args` of them),
+    for the fingerprint of these arguments of the kernel at `entry`: for each, its `kinds`
+    entry is None for a scalar, else (ndim, contiguous, writeable, strided) for a NumPy
+    array (as the launcher checked it). Uses the names `struct`, `pointer`
+    (`data_pointer`), `ndarray` and `tuple`. None where `LAYOUT` is."""
+    if LAYOUT is None:
+        return None
+    words, formats = [str(mailbox), str(entry), "len(args)", "id(tuple)"], 4
     for name, kind in zip(names, kinds):
         if kind is None:
             words += [str(SCALAR), f"id({name})"]
@@ -262,4 +250,4 @@ def fingerprint_source(names: list[str], kinds: list) -> str | None:
     return f"struct.pack('={formats}q', {', '.join(words)})"
 
 
-__all__ = ["LAYOUT", "compile_matches", "fingerprint_source", "matches"]
+__all__ = ["LAYOUT", "Layout", "fingerprint_source", "matches_definition"]

@@ -359,8 +359,10 @@ class CPU(Backend):
         array or a scalar (not a struct or tuple) and the kernel checks no accesses, else
         None: one generated function that checks the arguments' kinds as `argument_key`
         tells them apart, packs the record with one `struct.pack` and runs the launch
-        (`run_groups`). It knows the ndranges `launch` has launched `prepared` over
-        (`prepared.geometry`); any other goes through `launch` first."""
+        (`run_groups`); where the arguments are those it packed last (checked natively,
+        in the call that runs the launch: `_fast_launcher`), it runs the same bytes again.
+        It knows the ndranges `launch` has launched `prepared` over (`prepared.geometry`);
+        any other goes through `launch` first."""
         if prepared.fire is None:
             prepared.fire = _fast_launcher(self, prepared, args) or False
         return prepared.fire or None
@@ -386,29 +388,37 @@ class CPU(Backend):
 
 
 def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
-    """See `CPU.fast_launcher`. It keeps what it packed last, with the ndrange, the
-    fields it was packed from (each array's data address, shape and, unless C-ordered,
-    strides) and the scalar objects: a launch with the same ndrange, arrays with the same
-    fields and the same scalar objects (`is`: 0.0 and -0.0 are equal but packed
-    differently) runs those bytes again, without packing. It holds no array."""
+    """See `CPU.fast_launcher`. It keeps what it packed last (`last`): the ndrange, the
+    fields it was packed from and the bytes. A launch with the same ndrange and the same
+    arguments runs those bytes again, without packing: arrays with the same data
+    address, shape, strides (unless C-ordered, where the kernel reads none), element
+    type and flags, and the same scalar objects (`is`: 0.0 and -0.0 are equal but packed
+    differently). It holds no array.
+
+    Where the object layout is known (`argument_checks`), the fields are a fingerprint
+    that the native call that runs or leads the launch compares with the arguments
+    first (`Mailbox.call_if_same`, `lead_if_same`), and where they differ, the launcher
+    packs them anew (`packed_anew`) and runs the launch as `run_groups` does: one
+    native call checks and runs. Else it compares them in Python (`_python_fire`)."""
     if prepared.debug:
         return None   # each launch has an error record of its own
     if not all(isinstance(argtype, (T.ArrayType, T.ScalarType)) for argtype in prepared.argtypes):
         return None   # a struct or tuple argument: `launch` packs its leaves
     names = [f"a{index}" for index in range(len(args))]
+    device = _device
     namespace = {"ndarray": np.ndarray, "geometry": prepared.geometry, "pointer": data_pointer,
                  "run": backend.run_groups, "prepared": prepared, "runtime": sys.modules[__name__],
-                 "running": running, "described": prepared.described,
-                 "clock": time.perf_counter, "checks": argument_checks, "struct": struct,
+                 "device": device, "mailbox": device.mailbox, "running": running,
+                 "described": prepared.described, "clock": time.perf_counter, "struct": struct,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
                                           finish=prepared.layout.struct.pack)}
     # `checks` say the arguments are of the kinds this launcher packs; `same`, that they
-    # are what it packed last (`kept` in `last`, after `n` and the fingerprint), and of
-    # those kinds: checked first, without what the equal shape already says (the number
-    # of dimensions). Natively (`argument_checks.matches`), the fingerprint says the same.
-    checks, kept, same, kinds = [], ["n", None], ["record[0] == n"], []
+    # are what it packed last (`kept` in `last`, after `n` and a fingerprint's place),
+    # and of those kinds: checked first, without what the equal shape already says (the
+    # number of dimensions). `kinds` are what the fingerprint says of each.
+    checks, kept, same, kinds = [], ["n", "None"], ["record[0] == n"], []
     for name, value, argtype in zip(names, args, prepared.argtypes):
         key = numpy_argument_key(value)
         if isinstance(argtype, T.ArrayType):
@@ -432,64 +442,145 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
             same.append(f"record[{len(kept)}] is {name}")
             kept.append(name)
             kinds.append(None)
-    fingerprint = argument_checks.fingerprint_source(names, kinds)
-    kept[1] = fingerprint or "None"
-    # On an idle device, a launch too short to share runs on this thread, and a short one
-    # is led, as `run_groups` would run them, in fewer steps. (The first has fewer than
-    # 2**31 groups, each taking far more than 8 us / 2**31: the untyped call takes them.)
+    fingerprint = argument_checks.fingerprint_source(device.mailbox.address, prepared.entry,
+                                                     names, kinds)
+    if fingerprint is not None:
+        device.mailbox.prepare()
+        if device.mailbox.matches is None:
+            fingerprint = None   # (the object layout is known, but compiled without it)
+    checked = f"if not ({' and '.join(checks) or 'True'}):\n"
+    if fingerprint is not None:
+        # (the fingerprint has the scalars' addresses: the record keeps the objects)
+        kept = ["n", fingerprint] + [name for name, kind in zip(names, kinds) if kind is None]
+        source = _native_fire(backend, prepared, names, checked, ", ".join(kept))
+    else:
+        source = _python_fire(backend, prepared, names, checked, ", ".join(kept),
+                              " and ".join(same))
+    exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
+         namespace)
+    return namespace["make"]()
+
+
+def _packing(names: list[str] | None, checked: str, keep: str, indent: str) -> str:
+    """Lines of a fast launcher that unpack the arguments into `names` (None: they are
+    already), check their kinds (`checked`: an `if` that holds where they are not the
+    launcher's), find the launch's geometry, pack the record and keep it (`keep`, a
+    statement that may use `packed`, `total` and `items`), returning where there is
+    nothing to pack (False: `launch` takes it; True: nothing to run)."""
+    return (f"{unpacking_source(names, indent) if names is not None else ''}"
+            f"{indent}{checked}"
+            f"{indent}    return False\n"
+            f"{indent}launch = geometry.get((n,))\n"
+            f"{indent}if launch is None:\n"
+            f"{indent}    return False\n"
+            f"{indent}header, total, items = launch\n"
+            f"{indent}if not total:\n"
+            f"{indent}    return True\n"
+            f"{indent}packed = pack(header, args, None)\n"
+            f"{indent}{keep}\n")
+
+
+def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], checked: str,
+                 kept: str) -> str:
+    """The source of a fast launcher whose arguments are compared natively, in the call
+    that runs or leads the launch (`_fast_launcher`): where they are the ones packed
+    last and the device is idle, a launch too short to share runs on this thread, and a
+    short one is led, as `run_groups` would run them, in fewer steps. (The first has
+    fewer than 2**31 groups, each taking far more than 8 us / 2**31: the untyped call
+    takes them.) Others go through `run_groups`.
+
+    It keeps the two records packed last, `last` and `other`, and where the arguments
+    are not those of `last` it tries `other` (`again`): a program that swaps two arrays
+    from launch to launch (a stencil's input and output, say) packs each once."""
+    printed = "                device.printed = True\n" if prepared.uses_print else ""
+
+    def attempt(otherwise: str) -> str:
+        """Lines that run the launch of `record`, or `otherwise` where the arguments
+        differ from its fingerprint."""
+        lead = (f"            if estimate < runtime._JOINED_SECONDS:\n"
+                f"                led = device.lead(prepared, packed, total, {backend.threads},\n"
+                f"                                  args, fingerprint)\n"
+                f"                if led:\n"
+                f"                    return True\n"
+                f"                if led is None:\n"
+                f"                    {otherwise}\n") if backend.threads > 1 else ""
+        return (f"        fingerprint = record[1]\n"
+                f"        packed, total, items = record[-1]\n"
+                f"        estimate = prepared.seconds_per_group * total\n"
+                f"        if estimate and not device.queue:\n"
+                f"            if estimate < runtime._LED_SECONDS:\n"
+                f"                running[0] = described\n"
+                f"                call_if_same = mailbox.call_if_same\n"
+                f"                start = clock()\n"
+                f"                if not call_if_same(args, fingerprint, packed, 0, total):\n"
+                f"                    {otherwise}\n"
+                f"                seconds = clock() - start\n"
+                f"                prepared.seconds_per_group = \\\n"
+                f"                    0.75 * prepared.seconds_per_group + 0.25 * seconds / total\n"
+                f"{printed}"
+                f"                return True\n"
+                f"{lead}"
+                f"        if not mailbox.matches(args, fingerprint):\n"
+                f"            {otherwise}\n"
+                f"        run(prepared, packed, total, items, args)\n"
+                f"        return True\n")
+
+    keep = f"last, other = ({kept}, (packed, total, items)), previous"
+    return (f"def make():\n"
+            f"    last = other = (None, None)\n"
+            f"    def packed_anew(args, n, previous):\n"
+            f"        nonlocal last, other\n"
+            f"{_packing(names, checked, keep, '        ')}"
+            f"        run(prepared, packed, total, items, args)\n"
+            f"        return True\n"
+            f"    def again(args, n):\n"
+            f"        nonlocal last, other\n"
+            f"        first, record = last, other\n"
+            f"        if record[0] != n:\n"
+            f"            return packed_anew(args, n, first)\n"
+            f"        last, other = record, first\n"
+            f"{attempt('return packed_anew(args, n, first)')}"
+            f"    def fire(args, n):\n"
+            f"        record = last   # once: another thread may replace it\n"
+            f"        if record[0] != n:\n"
+            f"            return again(args, n)\n"
+            f"{attempt('return again(args, n)')}"
+            f"    return fire\n")
+
+
+def _python_fire(backend: CPU, prepared: PreparedKernel, names: list[str], checked: str,
+                 kept: str, same: str) -> str:
+    """The source of a fast launcher whose arguments are compared in Python, `same`
+    (`_fast_launcher`): as `_native_fire`'s, where the object layout is not known."""
     printed = "                device.printed = True\n" if prepared.uses_print else ""
     lead = (f"            if estimate < runtime._JOINED_SECONDS and "
             f"device.lead(prepared, packed, total, {backend.threads}):\n"
             f"                return True\n") if backend.threads > 1 else ""
-    # Where a worker has compiled `matches`, the arguments are compared with what was
-    # packed last natively; else in Python (`same`), after unpacking them.
-    compared = "" if fingerprint is None else (
-        "        matches = checks.matches\n"
-        "        if matches is not None and record[0] == n and matches(args, record[1]):\n"
-        "            packed, total, items = record[-1]\n"
-        "        else:\n")
-    indent = "            " if fingerprint else "        "
-    same = " and ".join(same) if fingerprint is None else \
-        f"matches is None and {' and '.join(same)}"
-    source = (f"def make():\n"
-              f"    last = (None, None)\n"
-              f"    def fire(args, n):\n"
-              f"        nonlocal last\n"
-              f"        record = last   # once: another thread may replace it\n"
-              f"{compared}"
-              f"{unpacking_source(names, indent)}"
-              f"{indent}if {same}:\n"
-              f"{indent}    packed, total, items = record[-1]\n"
-              f"{indent}else:\n"
-              f"{indent}    if not ({' and '.join(checks) or 'True'}):\n"
-              f"{indent}        return False\n"
-              f"{indent}    launch = geometry.get((n,))\n"
-              f"{indent}    if launch is None:\n"
-              f"{indent}        return False\n"
-              f"{indent}    header, total, items = launch\n"
-              f"{indent}    if not total:\n"
-              f"{indent}        return True\n"
-              f"{indent}    packed = pack(header, args, None)\n"
-              f"{indent}    last = ({', '.join(kept)}, (packed, total, items))\n"
-              f"        estimate = prepared.seconds_per_group * total\n"
-              f"        device = runtime._device\n"
-              f"        if estimate and not device.queue:\n"
-              f"            if estimate < runtime._LED_SECONDS:\n"
-              f"                running[0] = described\n"
-              f"                start = clock()\n"
-              f"                prepared.call(packed, 0, total)\n"
-              f"                seconds = clock() - start\n"
-              f"                prepared.seconds_per_group = \\\n"
-              f"                    0.75 * prepared.seconds_per_group + 0.25 * seconds / total\n"
-              f"{printed}"
-              f"                return True\n"
-              f"{lead}"
-              f"        run(prepared, packed, total, items, args)\n"
-              f"        return True\n"
-              f"    return fire\n")
-    exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
-         namespace)
-    return namespace["make"]()
+    return (f"def make():\n"
+            f"    last = (None, None)\n"
+            f"    def fire(args, n):\n"
+            f"        nonlocal last\n"
+            f"        record = last   # once: another thread may replace it\n"
+            f"{unpacking_source(names, '        ')}"
+            f"        if {same}:\n"
+            f"            packed, total, items = record[-1]\n"
+            f"        else:\n"
+            f"{_packing(None, checked, f'last = ({kept}, (packed, total, items))', '            ')}"
+            f"        estimate = prepared.seconds_per_group * total\n"
+            f"        if estimate and not device.queue:\n"
+            f"            if estimate < runtime._LED_SECONDS:\n"
+            f"                running[0] = described\n"
+            f"                start = clock()\n"
+            f"                prepared.call(packed, 0, total)\n"
+            f"                seconds = clock() - start\n"
+            f"                prepared.seconds_per_group = \\\n"
+            f"                    0.75 * prepared.seconds_per_group + 0.25 * seconds / total\n"
+            f"{printed}"
+            f"                return True\n"
+            f"{lead}"
+            f"        run(prepared, packed, total, items, args)\n"
+            f"        return True\n"
+            f"    return fire\n")
 
 
 def _geometry(prepared: PreparedKernel, ndrange, workgroupsize) -> tuple:
@@ -686,10 +777,14 @@ class _Device:
                 self.start(launch.threads - 1)
             self.condition.notify_all()
 
-    def lead(self, prepared: PreparedKernel, packed: bytes, groups: int, threads: int) -> bool:
+    def lead(self, prepared: PreparedKernel, packed: bytes, groups: int, threads: int,
+             args: tuple | None = None, fingerprint: bytes | None = None) -> bool | None:
         """Run a launch on the calling thread, sharing its groups natively with up to
         `threads` - 1 workers that are awake (`work_sharing`), if the device is idle and
         a worker is awake; False where not (the caller then runs the launch as before).
+        Given the launch's `args` and the `fingerprint` of those `packed` was packed
+        from (`argument_checks`), it leads only where they match, and returns None
+        where they do not (nothing ran).
 
         Like a launch run inline, a led one is in no queue: it ends before its launch
         returns, and every launch queued before it (by this thread or one this thread
@@ -697,7 +792,8 @@ class _Device:
         may run beside it, as two launches from two threads may. The workers serve the
         mailbox without the GIL or the device's lock, and nothing in Python has to be
         undone if a KeyboardInterrupt comes."""
-        if self.queue or self.sleeping >= len(self.workers) or not self.mailbox.ready or \
+        mailbox = self.mailbox
+        if self.queue or self.sleeping >= len(self.workers) or not mailbox.ready or \
                 not 1 < groups < SMALL_INT:
             # No worker would come soon (they sleep, there are none yet, or they have
             # not compiled the mailbox's functions yet).
@@ -705,25 +801,28 @@ class _Device:
         # The claims are guided (a share of what is left); the last are chunks of about
         # `_LED_CHUNK_SECONDS`.
         per_group = prepared.seconds_per_group
-        chunk = int(_LED_CHUNK_SECONDS / per_group) + 1
+        chunk = min(int(_LED_CHUNK_SECONDS / per_group) + 1, groups)
         running[0] = prepared.described   # for the fault handler (`fault.py`)
         prepared.leads += 1
-        if prepared.leads % _TIMED_LEADS:
-            ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
-        else:
+        timed = not prepared.leads % _TIMED_LEADS
+        if timed:
             start = time.perf_counter()
-            ran = self.mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
-            if ran > 0:
-                # The leader ran chunks from the start until none was left (then waited
-                # at most a chunk's time): its own time per group, as one of the threads.
-                prepared.seconds_per_group = 0.75 * per_group + \
-                    0.25 * (time.perf_counter() - start) / ran
+        if fingerprint is None:
+            ran = mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
+        else:
+            ran = mailbox.lead_if_same(args, fingerprint, packed, 0, groups, chunk,
+                                       threads - 1)
         if ran < 0:
-            return False   # another thread leads
+            return None if ran == -2 else False   # they differ; another thread leads
+        if timed and ran:
+            # The leader ran chunks from the start until none was left (then waited
+            # at most a chunk's time): its own time per group, as one of the threads.
+            prepared.seconds_per_group = 0.75 * per_group + \
+                0.25 * (time.perf_counter() - start) / ran
         if prepared.uses_print:
             self.printed = True
-        if ran == groups and self.mailbox.watching and _sched_getcpu is not None and \
-                self.mailbox.core == _sched_getcpu():
+        if ran == groups and mailbox.watching and _sched_getcpu is not None and \
+                mailbox.core == _sched_getcpu():
             # A worker watched, took no group and last ran on this thread's core: it
             # waits for this core, and the system leaves it there (for seconds, seen on
             # a 2-core machine, the other core idle).
@@ -874,7 +973,6 @@ class _Device:
         sleep until notified."""
         word = self.submissions.ctypes.data
         self.spin()   # for `wait`, compiled here: see `Mailbox`
-        argument_checks.compile_matches()   # for the fast launchers, likewise
         with self.condition:
             while True:
                 if self.run_a_chunk():

@@ -51,10 +51,12 @@ import ctypes
 import functools
 import struct
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
-from .calls import SMALL_INT, untyped
+from . import argument_checks
+from .calls import CALLS_WIDEN_INTS, SMALL_INT, untyped
 
 MAILBOX_WORDS = 24
 _WATCHING = 12   # the word that counts the workers in `serve`
@@ -299,29 +301,107 @@ timed.out:
 _compiling = threading.Lock()
 
 
+# With the object layout known (`argument_checks`), the calls a fast launcher makes: each
+# first compares the arguments with the fingerprint of what was packed last (which is
+# also the key `kernelkit_lead` reads: the mailbox, the entry point), and runs nothing
+# where they differ.
+_CHECKED = """
+define i64 @kernelkit_matches(ptr %args, ptr %fingerprint) nounwind {
+start:
+  %same = call i1 @matches(ptr %args, ptr %fingerprint)
+  %answer = zext i1 %same to i64
+  ret i64 %answer
+}
+
+; -2 where the arguments differ, else as kernelkit_lead
+define i64 @kernelkit_lead_if_same(ptr %args, ptr %fingerprint, ptr %record, i64 %first,
+                                   i64 %end, i64 %chunk, i64 %helpers) nounwind {
+start:
+  %same = call i1 @matches(ptr %args, ptr %fingerprint)
+  br i1 %same, label %lead, label %differs
+lead:
+  %ran = call i64 @kernelkit_lead(ptr %fingerprint, ptr %record, i64 %first, i64 %end,
+                                  i64 %chunk, i64 %helpers)
+  ret i64 %ran
+differs:
+  ret i64 -2
+}
+
+; 1 where it ran groups [first, end) on this thread, 0 where the arguments differ
+define i64 @kernelkit_call_if_same(ptr %args, ptr %fingerprint, ptr %record, i64 %first,
+                                   i64 %end) nounwind {
+start:
+  %same = call i1 @matches(ptr %args, ptr %fingerprint)
+  br i1 %same, label %call, label %differs
+call:
+  %entry.word = getelementptr ptr, ptr %fingerprint, i64 1
+  %entry = load ptr, ptr %entry.word, align 8
+  call void %entry(ptr %record, i64 %first, i64 %end)
+  ret i64 1
+differs:
+  ret i64 0
+}
+"""
+
+
+@dataclass(frozen=True)
+class _Functions:
+    lead: object
+    serve: object
+    # `checked_function`s, None where the object layout is not known (`argument_checks`)
+    matches: object
+    lead_if_same: object
+    call_if_same: object
+
+
 @functools.lru_cache(maxsize=1)
-def _compiled() -> tuple:
+def _compiled() -> _Functions:
     from kernelkit.compiler.native import host_functions
 
     from .target import with_relax
-    functions = host_functions(with_relax(_SOURCE), {})   # from the disk cache, once there
+    matches = argument_checks.matches_definition()
+    source = with_relax(_SOURCE) + (_CHECKED + matches if matches else "")
+    functions = host_functions(source, {})   # from the disk cache, once there
     lead = functions["kernelkit_lead"]
-    return (untyped(lead, _LEAD(lead), ctypes.c_int64), _SERVE(functions["kernelkit_serve"]))
+    checked = {name: checked_function(functions[f"kernelkit_{name}"], parameters) if matches
+               else None for name, parameters in (("matches", 1), ("lead_if_same", 6),
+                                                  ("call_if_same", 4))}
+    return _Functions(untyped(lead, _LEAD(lead), ctypes.c_int64),
+                      _SERVE(functions["kernelkit_serve"]), **checked)
 
 
-def _functions() -> tuple:
-    """(lead, serve), compiled once: by one thread, where several workers start at once."""
+def checked_function(address: int, parameters: int):
+    """The function at `address` that takes a tuple, then `parameters` bytes and ints
+    below `SMALL_INT`, and returns an int64: its tuple is typed (a `py_object`), the
+    others pass untyped where the platform widens ints (`calls.CALLS_WIDEN_INTS`)."""
+    if CALLS_WIDEN_INTS:
+        return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.py_object)(address)
+    # (the first one or two after the tuple are bytes: the fingerprint, the record)
+    rest = [ctypes.c_char_p] * min(parameters, 2) + [ctypes.c_int64] * max(parameters - 2, 0)
+    return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.py_object, *rest)(address)
+
+
+def _functions() -> _Functions:
+    """The mailbox's functions, compiled once: by one thread, where several workers start
+    at once."""
     with _compiling:
         return _compiled()
 
 
 class Mailbox:
-    """The device's mailbox (see the module's docstring) and the two calls on it.
+    """The device's mailbox (see the module's docstring) and the calls on it.
 
-    The functions are compiled by the first worker that serves, never by a thread that
-    launches: a KeyboardInterrupt (which only the main thread sees) arriving while
-    llvmlite frees what it made can have it free the same memory twice, so `lead` may
-    be called only once the mailbox is `ready` (a launch is not led before)."""
+    The functions are compiled by the first worker that serves, or on a thread of their
+    own that a fast launcher waits for (`prepare`), never by a thread that launches: a
+    KeyboardInterrupt (which only the main thread sees) arriving while llvmlite frees
+    what it made can have it free the same memory twice, so `lead` may be called only
+    once the mailbox is `ready` (a launch is not led before). Then, where the object
+    layout is known (`argument_checks`), it has the calls a fast launcher makes with
+    the arguments it was given and the fingerprint of those it packed last:
+    `matches(args, fingerprint)` (1 or 0), `lead_if_same(args, fingerprint, record,
+    first, end, chunk, helpers)` (as `lead`, or -2 where they differ) and
+    `call_if_same(args, fingerprint, record, first, end)` (runs the groups on this
+    thread: 1, or 0 where they differ); else these are None."""
 
     def __init__(self):
         whole = np.zeros(MAILBOX_WORDS + 8, np.int64)
@@ -329,6 +409,7 @@ class Mailbox:
         self.words = whole[start:start + MAILBOX_WORDS]
         self.address = self.words.ctypes.data
         self._lead = self._serve = None
+        self.matches = self.lead_if_same = self.call_if_same = None
         self._keys: dict[int, bytes] = {}   # entry point -> what `lead` passes
         self.ready = False   # whether the functions are compiled
 
@@ -372,6 +453,20 @@ class Mailbox:
         word at `submissions` changed from `seen` (a launch was queued in Python), or
         `once` a post was served, False after the cycles passed with nothing."""
         if self._serve is None:
-            self._lead, self._serve = _functions()
-            self.ready = True
+            self._load()
         return bool(self._serve(self.address, submissions, seen, cycles, once))
+
+    def prepare(self) -> None:
+        """Make the mailbox `ready` now, its functions compiled on a thread of their own
+        (which goes on where a KeyboardInterrupt stops the wait)."""
+        if not self.ready:
+            compiling = threading.Thread(target=self._load, name="kernelkit-compile")
+            compiling.start()
+            compiling.join()
+
+    def _load(self) -> None:
+        functions = _functions()
+        self._lead, self._serve = functions.lead, functions.serve
+        self.matches, self.lead_if_same, self.call_if_same = \
+            functions.matches, functions.lead_if_same, functions.call_if_same
+        self.ready = True

@@ -1,4 +1,5 @@
-"""The native check of a fast launch's arguments (`argument_checks.matches`): the same
+"""The native check of a fast launch's arguments (`argument_checks`, in the mailbox's
+`matches`, `call_if_same` and `lead_if_same`): the same
 arguments as packed last match their fingerprint; any change a kernel could see (another
 array, the same array resized, reshaped, restrided, retyped or made read-only, another
 scalar object, another count of arguments) does not."""
@@ -7,8 +8,9 @@ import struct
 import numpy as np
 import pytest
 
-from backends.cpu import argument_checks
+from backends.cpu import argument_checks, runtime
 from backends.cpu.runtime import data_pointer
+from backends.cpu.work_sharing import Mailbox
 
 pytestmark = pytest.mark.skipif(argument_checks.LAYOUT is None,
                                 reason="this interpreter's object layout is not known here")
@@ -16,8 +18,9 @@ pytestmark = pytest.mark.skipif(argument_checks.LAYOUT is None,
 
 @pytest.fixture(scope="module")
 def matches():
-    argument_checks.compile_matches()
-    return argument_checks.matches
+    mailbox = runtime._device.mailbox
+    mailbox.prepare()
+    return mailbox.matches
 
 
 def kind_of(value, strided=False):
@@ -29,7 +32,8 @@ def kind_of(value, strided=False):
 
 def fingerprint(args, kinds):
     names = [f"a{index}" for index in range(len(args))]
-    source = argument_checks.fingerprint_source(names, kinds)
+    source = argument_checks.fingerprint_source(runtime._device.mailbox.address, 0, names,
+                                                kinds)
     scope = dict(zip(names, args), args=args, struct=struct, pointer=data_pointer,
                  ndarray=np.ndarray, tuple=tuple)
     return eval(source, scope)  # noqa: S307 - the launcher's own expression
@@ -112,3 +116,39 @@ def test_extents_of_every_axis_are_compared(matches):
     assert matches((grid,), packed) == 1
     for shape in [(4, 6, 8), (4, 8, 6), (6, 4, 8), (8, 6, 4)]:
         assert matches((grid.reshape(shape),), packed) == (shape == (4, 6, 8))
+
+
+COUNTER = """
+define void @kernelkit_test_count_groups(ptr %record, i64 %first, i64 %end) {
+  %counter = load ptr, ptr %record
+  %groups = sub i64 %end, %first
+  %ignored = atomicrmw add ptr %counter, i64 %groups seq_cst
+  ret void
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def count_groups() -> int:
+    from kernelkit.compiler.native import host_functions
+    return host_functions(COUNTER, {})["kernelkit_test_count_groups"]
+
+
+def test_a_launch_whose_arguments_differ_runs_no_group(count_groups):
+    mailbox = Mailbox()
+    mailbox.prepare()
+    y, x = np.zeros(10, np.float32), np.zeros(10, np.float32)
+    names = ["a0", "a1"]
+    source = argument_checks.fingerprint_source(mailbox.address, count_groups, names,
+                                                [kind_of(y), kind_of(x)])
+    packed = eval(source, dict(a0=y, a1=x, args=(y, x), struct=struct,  # noqa: S307
+                               pointer=data_pointer, ndarray=np.ndarray, tuple=tuple))
+    counter = np.zeros(1, np.int64)
+    record = struct.pack("=Q", counter.ctypes.data)
+    assert mailbox.call_if_same((y, x), packed, record, 3, 10) == 1
+    assert mailbox.lead_if_same((y, x), packed, record, 0, 1000, 7, 0) == 1000
+    assert counter[0] == 1007
+    assert mailbox.call_if_same((x, y), packed, record, 0, 10) == 0
+    assert mailbox.lead_if_same((y, y), packed, record, 0, 1000, 7, 0) == -2
+    assert mailbox.matches((y, x), packed) == 1 and mailbox.matches((x, y), packed) == 0
+    assert counter[0] == 1007

@@ -3,34 +3,34 @@ launch whose arguments are of the kinds the kernel was last launched with (NumPy
 of the same dtype, dimensions, layout and writability; scalars of the same type), over
 an ndrange it was launched over before, skips the general `launch`. Everything else
 takes the general launch, with its results and errors. Each test runs twice: with the
-arguments compared natively (`argument_checks.matches`, once a worker has compiled it)
-and in Python (before that, or where the interpreter's object layout is not known)."""
+arguments compared natively (`argument_checks`, in the call that runs or leads the
+launch) and in Python (where the interpreter's object layout is not known)."""
 import numpy as np
 import pytest
 
 import kernelkit as kk
-from backends.cpu import argument_checks
+from backends.cpu import argument_checks, runtime
 from launch_paths import count_general_launches
 
 
 @pytest.fixture(autouse=True, params=["native", "python"])
 def native_answers(request, monkeypatch):
-    """What the native check answered in the test (a list), or None where the arguments
-    are compared in Python."""
+    """Whether the native checks found the arguments the same, in the test's order (a
+    list), or None where the arguments are compared in Python."""
     if request.param == "python":
-        monkeypatch.setattr(argument_checks, "LAYOUT", None)   # no worker compiles it
-        monkeypatch.setattr(argument_checks, "matches", None)
+        monkeypatch.setattr(argument_checks, "LAYOUT", None)
         return None
     if argument_checks.LAYOUT is None:
         pytest.skip("this interpreter's object layout is not known here")
-    argument_checks.compile_matches()
-    native, answers = argument_checks.matches, []
-
-    def matches(args, fingerprint):
-        answers.append(native(args, fingerprint))
-        return answers[-1]
-
-    monkeypatch.setattr(argument_checks, "matches", matches)
+    mailbox = runtime._device.mailbox
+    mailbox.prepare()
+    answers = []
+    for name, differs in (("matches", 0), ("call_if_same", 0), ("lead_if_same", -2)):
+        def checking(*args, native=getattr(mailbox, name), differs=differs):
+            answer = native(*args)
+            answers.append(answer != differs)
+            return answer
+        monkeypatch.setattr(mailbox, name, checking)
     return answers
 
 
@@ -75,7 +75,7 @@ def test_repeated_launches_skip_the_general_launch_and_all_run(cpu, general_laun
     kk.synchronize(cpu)
     assert general_launches == [(1000,)]
     if native_answers is not None:   # the launch that packed is followed by matches only
-        assert len(native_answers) >= 17 and set(native_answers) == {1}
+        assert len(native_answers) >= 17 and all(native_answers)
     np.testing.assert_array_equal(y, np.full(1000, 20, np.float32))
 
 
@@ -160,6 +160,33 @@ def test_an_array_resized_in_place_between_fast_launches_is_packed_anew(cpu, gen
     kk.synchronize(cpu)
     assert general_launches == [(64,)]
     if native_answers is not None:   # the resized array, once
-        assert native_answers[-2:] == [0, 1] and native_answers.count(0) == 1
+        assert native_answers[-2:] == [False, True] and native_answers.count(False) == 1
     np.testing.assert_array_equal(y[:64], 4)
     np.testing.assert_array_equal(y[64:], 0)
+
+
+def test_two_arrays_swapped_from_launch_to_launch_are_packed_once_each(
+        cpu, general_launches, native_answers, monkeypatch):
+    packs = []
+    packing_function = runtime.packing_function
+
+    def counted(*args, **options):
+        pack = packing_function(*args, **options)
+
+        def packing(*fields):
+            packs.append(fields[1][0])
+            return pack(*fields)
+        return packing
+    monkeypatch.setattr(runtime, "packing_function", counted)
+    launch = scaled_add(cpu, 64)
+    x = np.arange(100, dtype=np.float32)
+    u, v = np.zeros(100, np.float32), np.ones(100, np.float32)
+    for _ in range(10):
+        launch(u, 2.0, x, ndrange=100)
+        launch(v, 2.0, x, ndrange=100)
+    kk.synchronize(cpu)
+    assert general_launches == [(100,)]
+    np.testing.assert_array_equal(u, 20 * x)
+    np.testing.assert_array_equal(v, 1 + 20 * x)
+    if native_answers is not None:   # the general launch's, then one record each, kept
+        assert [id(array) for array in packs] == [id(u), id(v), id(u)]
