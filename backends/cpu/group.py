@@ -32,6 +32,7 @@ from kernelkit.ir import types as T
 from kernelkit.ir.ops import Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 
+from .item_split import row_range, row_split
 from .libc import cpu_math
 from .regions import RegionLowering, RegionPlan
 
@@ -106,12 +107,18 @@ class KernelVersion:
     """One version of the kernel the group function runs (the kernel as written, or the
     one for groups that pass its guards) with its region plan and storage."""
 
-    def __init__(self, function):
+    def __init__(self, function, ndim: int = 1, row_length: int = 1):
         self.function = function
         self.has_barrier = any(op.has(Trait.BARRIER) for op in function.ops())
         self.plan = RegionPlan(function) if self.has_barrier else None
         self.storage: dict = {}
         self.slot_sets: list = []
+        # Rows split where the kernel's guards change (`item_split`), and the version
+        # for the piece where they do not; a kernel with barriers runs its work-item
+        # loops region by region, and is not split.
+        self.row_split = None if self.has_barrier or row_length < 2 else \
+            row_split(function, ndim - 1)
+        self.piece = KernelVersion(self.row_split.piece) if self.row_split else None
 
 
 class GroupFunctionBuilder(EntryPointBuilder):
@@ -122,9 +129,10 @@ class GroupFunctionBuilder(EntryPointBuilder):
         self.items = 1
         for size in self.sizes:
             self.items *= size
-        self.general = KernelVersion(ir_module.kernel)
+        self.general = KernelVersion(ir_module.kernel, self.ndim, self.sizes[-1])
         interior = ir_module.functions.get(ir_module.kernel.name + GUARDED_SUFFIX)
-        self.interior = KernelVersion(interior) if interior is not None else None
+        self.interior = KernelVersion(interior, self.ndim, self.sizes[-1]) \
+            if interior is not None else None
         self.access_group = _DistinctNode(module)
 
     # -- the group function ---------------------------------------------------------------
@@ -209,7 +217,8 @@ class GroupFunctionBuilder(EntryPointBuilder):
         if version.has_barrier:
             self.run_regions(builder)
         else:
-            self.work_item_loops(builder, lambda b: self.lower_item(b, version.function.entry))
+            self.work_item_loops(builder, lambda b: self.lower_item(b, self.function.entry),
+                                 version, slot_set)
 
     def use_version(self, version: KernelVersion) -> None:
         self.function, self.plan = version.function, version.plan
@@ -255,6 +264,12 @@ class GroupFunctionBuilder(EntryPointBuilder):
             storage.align = 64
             version.storage[op] = storage
         version.slot_sets = [self.allocate_slots(builder, version) for _ in range(2)]
+        if version.piece is not None:   # the same arrays as the version it is a piece of
+            piece = version.piece
+            piece.storage = {op: version.storage[original] for op, original
+                             in version.row_split.allocations.items()
+                             if original in version.storage}
+            piece.slot_sets = version.slot_sets
 
     def allocate_slots(self, builder, version: KernelVersion) -> tuple[dict, dict, dict]:
         """Slots for the values kept across barriers: (per work-item, current, next).
@@ -312,11 +327,27 @@ class GroupFunctionBuilder(EntryPointBuilder):
             valid.append(builder.select(smaller, remaining, size))
         return valid
 
-    def work_item_loops(self, builder, body, axis: int = 0) -> None:
+    def work_item_loops(self, builder, body, version: KernelVersion | None = None,
+                        slot_set: int = 0, axis: int = 0) -> None:
         """for l[axis] in range(extents_now[axis]): ... (innermost: `body(builder)`, which
-        ends by branching to `self.item_done`)."""
+        ends by branching to `self.item_done`); the innermost loop split where `version`
+        has a row split (`split_row`)."""
         if axis == 0:
             self.local = [None] * self.ndim
+        extent = self.extents_now[axis]
+        zero = ir.Constant(i64, 0)
+        if axis + 1 < self.ndim:
+            self.item_loop(builder, axis, zero, extent, lambda b: self.work_item_loops(
+                b, body, version, slot_set, axis + 1))
+        elif version is not None and version.row_split is not None:
+            self.split_row(builder, body, version, slot_set)
+        else:
+            self.item_loop(builder, axis, zero, extent, body, innermost=True)
+
+    def item_loop(self, builder, axis: int, first, end, body, innermost: bool = False):
+        """for l[axis] in range(first, end): `body(builder)`, which ends by branching to
+        `self.item_done` where `innermost`, else leaves the builder where the work-item
+        ends; the builder is left after the loop."""
         preheader = builder.block
         header = self.new_block(f"item_loop{axis}")
         item = self.new_block(f"item{axis}")
@@ -325,22 +356,74 @@ class GroupFunctionBuilder(EntryPointBuilder):
         builder.branch(header)
         builder.position_at_end(header)
         index = builder.phi(i64, f"local{axis}")
-        index.add_incoming(ir.Constant(i64, 0), preheader)
-        builder.cbranch(builder.icmp_signed("<", index, self.extents_now[axis]), item, after)
+        index.add_incoming(first, preheader)
+        builder.cbranch(builder.icmp_signed("<", index, end), item, after)
         builder.position_at_end(item)
         self.local[axis] = index
-        if axis + 1 < self.ndim:
-            self.work_item_loops(builder, body, axis + 1)
-            builder.branch(latch)
-        else:
+        if innermost:
             self.item_done = latch
-            body(builder)
+        body(builder)
+        if not innermost:
+            builder.branch(latch)
         builder.position_at_end(latch)
         index.add_incoming(builder.add(index, ir.Constant(i64, 1)), latch)
         back_edge = builder.branch(header)
-        if axis + 1 == self.ndim:
+        if innermost:
             back_edge.set_metadata("llvm.loop", self.loop_metadata())
         builder.position_at_end(after)
+
+    def split_row(self, builder, body, version: KernelVersion, slot_set: int) -> None:
+        """The innermost work-item loop of `version`, split where its row comparisons
+        change (`item_split`), in order: the work-items before the piece where none
+        changes, as written; the piece, with `version.piece` where the comparisons have
+        the predicted values there; the work-items after it, as written (the same loop,
+        entered twice). Where the values differ, the piece is empty."""
+        split = version.row_split
+        axis = self.ndim - 1
+        extent = self.extents_now[axis]
+        at_start = self.row_lowering(builder, ir.Constant(i64, 0))
+        first, end = row_range(builder, split.comparisons,
+                               lambda value: at_start.use(builder, value), extent)
+        at_first = self.row_lowering(builder, first)
+        taken = builder.icmp_signed("<", first, end)
+        for comparison, predicted in zip(split.comparisons, split.predicted):
+            value = at_first.use(builder, comparison.op)
+            taken = builder.and_(taken, value if predicted else builder.not_(value))
+        first = builder.select(taken, first, extent)
+        end = builder.select(taken, end, extent)
+        # Two passes over the loop as written: [0, first), then [end, extent).
+        preheader = builder.block
+        row = self.new_block("row_part")
+        builder.branch(row)
+        builder.position_at_end(row)
+        start = builder.phi(i64, "row_part_start")
+        stop = builder.phi(i64, "row_part_stop")
+        before = builder.phi(i1, "before_piece")
+        start.add_incoming(ir.Constant(i64, 0), preheader)
+        stop.add_incoming(first, preheader)
+        before.add_incoming(ir.Constant(i1, 1), preheader)
+        self.item_loop(builder, axis, start, stop, body, innermost=True)
+        piece = self.new_block("row_piece")
+        after = self.new_block("row_end")
+        builder.cbranch(before, piece, after)
+        builder.position_at_end(piece)
+        self.use_version(version.piece)
+        self.slots, self.current, self.next = version.piece.slot_sets[slot_set]
+        self.item_loop(builder, axis, first, end,
+                       lambda b: self.lower_item(b, self.function.entry), innermost=True)
+        self.use_version(version)
+        self.slots, self.current, self.next = version.slot_sets[slot_set]
+        start.add_incoming(end, builder.block)
+        stop.add_incoming(extent, builder.block)
+        before.add_incoming(ir.Constant(i1, 0), builder.block)
+        builder.branch(row)
+        builder.position_at_end(after)
+
+    def row_lowering(self, builder, local) -> BodyLowering:
+        """A lowering at the builder's position of values the same for the whole row
+        (with the last axis' local id `local`)."""
+        self.local[self.ndim - 1] = local
+        return BodyLowering(self, self.function, self.llvm_function, prologue=builder)
 
     def loop_metadata(self):
         """Properties of the innermost work-item loop: its iterations are independent

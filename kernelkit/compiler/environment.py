@@ -54,7 +54,8 @@ class KernelEnvironment:
         raise NotImplementedError
 
     def array_access(self, instruction: ir.Instruction) -> None:
-        """Called with every load and store of array elements (e.g. to attach metadata)."""
+        """Called with every load and store of array elements, and every other
+        instruction LLVM counts as touching memory (e.g. to attach metadata)."""
 
     # Whether a group's work-items run one after another on one thread (the CPU's): then
     # an atomic on local memory, which only the group's work-items share, is a plain

@@ -18,7 +18,7 @@ from ..ir.function import Function
 from ..ir.ops import BlockParam, Op, Value, is_op
 from .arithmetic import binary, compare, convert
 from .environment import KernelEnvironment
-from .llvm_types import ArrayValue, i8, i64, llvm_type, memory_type
+from .llvm_types import ArrayValue, i1, i8, i64, llvm_type, memory_type
 from .math_lowering import call_intrinsic
 
 
@@ -156,7 +156,15 @@ class BodyLowering:
         self.env.kernel_return(builder)
 
     def op_assume(self, builder, op: Op):
-        """What a target checked before choosing this version of the kernel."""
+        """What a target checked before choosing this version of the kernel: a fact LLVM
+        may use (where `j > 0` holds, `j - 1` needs no wrapping from the end)."""
+        assume = self.module.globals.get("llvm.assume")
+        if assume is None:
+            assume = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [i1]),
+                                 "llvm.assume")
+        # (LLVM counts the call as touching memory: in the work-items' access group,
+        # their loop stays one whose iterations are independent)
+        self.env.array_access(builder.call(assume, [self.use(builder, op.operands[0])]))
 
     def op_barrier_any(self, builder, op: Op):
         return self.env.barrier_any(builder, op, self.use(builder, op.operands[0]))

@@ -24,10 +24,11 @@ from .simplify import Simplify
 
 SUFFIX = ".interior"
 # What a guard may be computed with: work-item positions, extents and cheap arithmetic.
-_COMPUTED = {CONST, LOCAL_ID, GROUP_ID, NDRANGE, DIM, CAST, SELECT, UNARY["not"], UNARY["neg"],
-             *(ARITHMETIC[name] for name in ("and", "or", "xor", "add", "sub", "mul",
-                                             "floordiv", "mod", "min", "max")),
-             *COMPARISONS.values()}
+INDEX_ARITHMETIC = {CONST, LOCAL_ID, GROUP_ID, NDRANGE, DIM, CAST, SELECT, UNARY["not"],
+                    UNARY["neg"],
+                    *(ARITHMETIC[name] for name in ("and", "or", "xor", "add", "sub", "mul",
+                                                    "floordiv", "mod", "min", "max")),
+                    *COMPARISONS.values()}
 
 
 @register
@@ -93,7 +94,7 @@ def _computed_from_indices(value, function: Function) -> bool:
         if current in seen or current in params:
             continue
         seen.add(current)
-        if not isinstance(current, Op) or current.definition not in _COMPUTED:
+        if not isinstance(current, Op) or current.definition not in INDEX_ARITHMETIC:
             return False
         stack.extend(current.operands)
     return True

@@ -151,7 +151,25 @@ def test_a_kernel_blind_to_its_groups_runs_in_the_cpus_group_shape_with_the_same
         np.testing.assert_array_equal(out, results[0])
     regrouped = [p.regrouped for key, p in guarded_heat_step._specializations.items()
                  if key[0] is backend and key[1] == (16, 16)]
-    assert regrouped and regrouped[0] and regrouped[0][1] == backend.default_workgroupsize(2)
+    assert regrouped and [shape for _, shape in regrouped[0].values()] == \
+        [backend.default_workgroupsize(2)]
+
+
+def test_a_kernel_blind_to_its_groups_runs_long_rows_in_groups_of_one_row():
+    """Rows of 1024 work-items or more run in groups of one row of 1024 (fewer streams of
+    memory at once than several shorter rows), with the same result."""
+    backend = kk.CPU(threads=2)
+    u = np.random.default_rng(4).random((5, 2100), dtype=np.float32)
+    results = []
+    for workgroupsize in [(16, 16), (1, 1)]:
+        out = np.zeros_like(u)
+        guarded_heat_step(backend, workgroupsize)(out, u, np.float32(0.2), ndrange=u.shape)
+        kk.synchronize(backend)
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])
+    (regrouped,) = [p.regrouped for key, p in guarded_heat_step._specializations.items()
+                    if key[0] is backend and key[1] == (16, 16)]
+    assert [shape for _, shape in regrouped.values()] == [(1, 1024)]
 
 
 @pytest.mark.parametrize("kernel, expected", [
