@@ -151,7 +151,7 @@ def test_a_kernel_blind_to_its_groups_runs_in_the_cpus_group_shape_with_the_same
         np.testing.assert_array_equal(out, results[0])
     regrouped = [p.regrouped for key, p in guarded_heat_step._specializations.items()
                  if key[0] is backend and key[1] == (16, 16)]
-    assert regrouped and [shape for _, shape in regrouped[0].values()] == \
+    assert regrouped and [shape for _, shape in regrouped[0].versions.values()] == \
         [backend.default_workgroupsize(2)]
 
 
@@ -169,7 +169,33 @@ def test_a_kernel_blind_to_its_groups_runs_long_rows_in_groups_of_one_row():
     np.testing.assert_array_equal(results[0], results[1])
     (regrouped,) = [p.regrouped for key, p in guarded_heat_step._specializations.items()
                     if key[0] is backend and key[1] == (16, 16)]
-    assert [shape for _, shape in regrouped.values()] == [(1, 1024)]
+    assert [shape for _, shape in regrouped.versions.values()] == [(1, 1024)]
+
+
+@kk.kernel
+def row_times_column(c, a: kk.Const, b: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    acc = 0.0
+    for p in range(a.shape[1]):
+        acc += a[i, p] * b[p, j]
+    c[i, j] = acc
+
+
+def test_a_kernel_blind_to_its_groups_that_loops_keeps_rows_of_several_groups():
+    """Where each work-item loops over a column of `b`, a group of several rows reads each
+    of its elements for all of them: long rows keep the default shape."""
+    backend = kk.CPU(threads=2)
+    a = np.random.default_rng(5).random((4, 3), dtype=np.float32)
+    b = np.random.default_rng(6).random((3, 1100), dtype=np.float32)
+    c = np.zeros((4, 1100), np.float32)
+    row_times_column(backend, (16, 16))(c, a, b, ndrange=c.shape)
+    kk.synchronize(backend)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-6)
+    (regrouped,) = [p.regrouped for key, p in row_times_column._specializations.items()
+                    if key[0] is backend]
+    assert regrouped.loops
+    assert [shape for _, shape in regrouped.versions.values()] == \
+        [backend.default_workgroupsize(2)]
 
 
 @pytest.mark.parametrize("kernel, expected", [
