@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from kernelkit.analysis.regions import ends_with_barrier
+from kernelkit.analysis.regions import ends_with_barrier, region_order
 from kernelkit.compiler.launch_record import EntryPointBuilder, LaunchRecord
 from kernelkit.compiler.llvm_types import ArrayValue, i1, i8, i32, i64, llvm_type, memory_type, ptr
 from kernelkit.compiler.lowering import BodyLowering
@@ -107,18 +107,30 @@ class KernelVersion:
     """One version of the kernel the group function runs (the kernel as written, or the
     one for groups that pass its guards) with its region plan and storage."""
 
-    def __init__(self, function, ndim: int = 1, row_length: int = 1):
+    def __init__(self, function, ndim: int, row_length: int):
         self.function = function
         self.has_barrier = any(op.has(Trait.BARRIER) for op in function.ops())
         self.plan = RegionPlan(function) if self.has_barrier else None
         self.storage: dict = {}
         self.slot_sets: list = []
-        # Rows split where the kernel's guards change (`item_split`), and the version
-        # for the piece where they do not; a kernel with barriers runs its work-item
-        # loops region by region, and is not split.
-        self.row_split = None if self.has_barrier or row_length < 2 else \
-            row_split(function, ndim - 1)
-        self.piece = KernelVersion(self.row_split.piece) if self.row_split else None
+        # Where the kernel's guards change along a row (`item_split`); not where a
+        # region keeps a comparison (or what it is made of) from an earlier one in a
+        # slot, which a work-item's code would read before it is written.
+        self.row_split = row_split(function, ndim - 1) if row_length > 1 else None
+        if self.row_split is not None and self.plan is not None and \
+                _reads_kept(self.row_split.comparisons, self.plan.kept):
+            self.row_split = None
+        if self.row_split is not None:
+            self.row_split = self.row_split.used_in(function.blocks)
+        self.region_splits: dict = {}   # a region's block -> the split its code uses
+
+    def split_from(self, block):
+        """The row split of the work-item code from `block` to the region's end."""
+        if self.row_split is None:
+            return None
+        if block not in self.region_splits:
+            self.region_splits[block] = self.row_split.used_in(region_order(block))
+        return self.region_splits[block]
 
 
 class GroupFunctionBuilder(EntryPointBuilder):
@@ -129,6 +141,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         self.items = 1
         for size in self.sizes:
             self.items *= size
+        self.known: dict = {}   # comparison -> its value in the row piece being lowered
         self.general = KernelVersion(ir_module.kernel, self.ndim, self.sizes[-1])
         interior = ir_module.functions.get(ir_module.kernel.name + GUARDED_SUFFIX)
         self.interior = KernelVersion(interior, self.ndim, self.sizes[-1]) \
@@ -218,10 +231,12 @@ class GroupFunctionBuilder(EntryPointBuilder):
             self.run_regions(builder)
         else:
             self.work_item_loops(builder, lambda b: self.lower_item(b, self.function.entry),
-                                 version, slot_set)
+                                 self.row_split)
 
     def use_version(self, version: KernelVersion) -> None:
+        self.version = version
         self.function, self.plan = version.function, version.plan
+        self.row_split = version.row_split
         self.has_barrier, self.storage = version.has_barrier, version.storage
 
     def all_pass_guards(self, builder, version: KernelVersion) -> ir.Value:
@@ -264,12 +279,6 @@ class GroupFunctionBuilder(EntryPointBuilder):
             storage.align = 64
             version.storage[op] = storage
         version.slot_sets = [self.allocate_slots(builder, version) for _ in range(2)]
-        if version.piece is not None:   # the same arrays as the version it is a piece of
-            piece = version.piece
-            piece.storage = {op: version.storage[original] for op, original
-                             in version.row_split.allocations.items()
-                             if original in version.storage}
-            piece.slot_sets = version.slot_sets
 
     def allocate_slots(self, builder, version: KernelVersion) -> tuple[dict, dict, dict]:
         """Slots for the values kept across barriers: (per work-item, current, next).
@@ -327,20 +336,19 @@ class GroupFunctionBuilder(EntryPointBuilder):
             valid.append(builder.select(smaller, remaining, size))
         return valid
 
-    def work_item_loops(self, builder, body, version: KernelVersion | None = None,
-                        slot_set: int = 0, axis: int = 0) -> None:
+    def work_item_loops(self, builder, body, split=None, axis: int = 0) -> None:
         """for l[axis] in range(extents_now[axis]): ... (innermost: `body(builder)`, which
-        ends by branching to `self.item_done`); the innermost loop split where `version`
-        has a row split (`split_row`)."""
+        ends by branching to `self.item_done`); the innermost loop split where the
+        comparisons of `split` (a `RowSplit`) change (`split_row`)."""
         if axis == 0:
             self.local = [None] * self.ndim
         extent = self.extents_now[axis]
         zero = ir.Constant(i64, 0)
         if axis + 1 < self.ndim:
-            self.item_loop(builder, axis, zero, extent, lambda b: self.work_item_loops(
-                b, body, version, slot_set, axis + 1))
-        elif version is not None and version.row_split is not None:
-            self.split_row(builder, body, version, slot_set)
+            self.item_loop(builder, axis, zero, extent,
+                           lambda b: self.work_item_loops(b, body, split, axis + 1))
+        elif split is not None:
+            self.split_row(builder, body, split)
         else:
             self.item_loop(builder, axis, zero, extent, body, innermost=True)
 
@@ -372,13 +380,12 @@ class GroupFunctionBuilder(EntryPointBuilder):
             back_edge.set_metadata("llvm.loop", self.loop_metadata())
         builder.position_at_end(after)
 
-    def split_row(self, builder, body, version: KernelVersion, slot_set: int) -> None:
-        """The innermost work-item loop of `version`, split where its row comparisons
-        change (`item_split`), in order: the work-items before the piece where none
-        changes, as written; the piece, with `version.piece` where the comparisons have
-        the predicted values there; the work-items after it, as written (the same loop,
-        entered twice). Where the values differ, the piece is empty."""
-        split = version.row_split
+    def split_row(self, builder, body, split) -> None:
+        """The innermost work-item loop, split where the comparisons of `split` change
+        (`item_split`), in order: the work-items before the piece where none changes,
+        as written; those of the piece, where the comparisons have the predicted values
+        (`self.known`); those after it, as written (the same loop, entered twice).
+        Where the values differ from the prediction, the piece is empty."""
         axis = self.ndim - 1
         extent = self.extents_now[axis]
         at_start = self.row_lowering(builder, ir.Constant(i64, 0))
@@ -407,12 +414,10 @@ class GroupFunctionBuilder(EntryPointBuilder):
         after = self.new_block("row_end")
         builder.cbranch(before, piece, after)
         builder.position_at_end(piece)
-        self.use_version(version.piece)
-        self.slots, self.current, self.next = version.piece.slot_sets[slot_set]
-        self.item_loop(builder, axis, first, end,
-                       lambda b: self.lower_item(b, self.function.entry), innermost=True)
-        self.use_version(version)
-        self.slots, self.current, self.next = version.slot_sets[slot_set]
+        self.known = dict(zip((comparison.op for comparison in split.comparisons),
+                              split.predicted))
+        self.item_loop(builder, axis, first, end, body, innermost=True)
+        self.known = {}
         start.add_incoming(end, builder.block)
         stop.add_incoming(extent, builder.block)
         before.add_incoming(ir.Constant(i1, 0), builder.block)
@@ -458,6 +463,15 @@ class GroupFunctionBuilder(EntryPointBuilder):
                                       self.leave_region)
         else:
             lowering = BodyLowering(self, self.function, self.llvm_function, values)
+        if self.known:
+            # In a row's piece (`split_row`): the comparisons' values are constants,
+            # which the work-item first assumes (computed afresh: they are index
+            # arithmetic).
+            facts = BodyLowering(self, self.function, self.llvm_function, prologue=builder)
+            for op, predicted in self.known.items():
+                fact = facts.use(builder, op)
+                facts.assume(builder, fact if predicted else builder.not_(fact))
+                lowering.known[op] = ir.Constant(i1, int(predicted))
         lowering.lower(builder, start, start_args=start_args, bindings=bindings)
 
     # -- regions --------------------------------------------------------------------------
@@ -518,7 +532,8 @@ class GroupFunctionBuilder(EntryPointBuilder):
                                                                   bindings))
             else:
                 self.work_item_loops(builder, lambda b: self.lower_item(b, block, values, args,
-                                                                        bindings))
+                                                                        bindings),
+                                     self.version.split_from(block))
             builder.branch(self.region_done)
             return
         self.prefix_budget -= 1
@@ -643,7 +658,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         self.extents_now = list(extents)
         self.extents_now[axis] = builder.select(
             builder.icmp_signed("<", limit, extents[axis]), limit, extents[axis])
-        self.work_item_loops(builder, body)
+        self.work_item_loops(builder, body, self.version.split_from(block))
         self.extents_now = extents
 
     def first_item(self, builder, body) -> None:
@@ -778,6 +793,19 @@ class _DistinctNode(ir.values.MDValue):
 
     def descr(self, buf):
         buf += ("distinct !{}", "\n")
+
+
+def _reads_kept(comparisons, kept: set) -> bool:
+    """Whether one of `comparisons` is, or is computed from, a value in `kept`."""
+    stack, seen = [comparison.op for comparison in comparisons], set()
+    while stack:
+        value = stack.pop()
+        if value in kept:
+            return True
+        if value not in seen and isinstance(value, Op):
+            seen.add(value)
+            stack.extend(value.operands)
+    return False
 
 
 def _slot_type(type) -> ir.Type:

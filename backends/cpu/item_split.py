@@ -15,15 +15,17 @@ or shrinks by one per work-item, so the comparison changes its value at most onc
 most twice for == and !=), at a point computed once per row (`row_range`). Those points
 cut the row into pieces; where no row comparison changes in the piece around the
 middle of the row, and each has there the value predicted when the kernel was
-compiled, that piece runs a version of the kernel with those values as constants
-(`RowSplit.piece`: its guards are gone, so LLVM vectorizes it without masks and knows
-what they imply, `j - 1 >= 0` say); the work-items before and after it, in order, run
-the code as written. A row where the values differ from the prediction runs the code
-as written throughout, as an unsplit row does.
+compiled, the work-items of that piece run the kernel's code with those values as
+constants (`group.py`'s `split_row`: its guards are gone, so LLVM vectorizes the loop
+without masks), each work-item first assuming what the constants say (`llvm.assume`:
+LLVM then knows, say, that `j - 1` is never negative where `j > 0`); the work-items
+before and after it, in order, run the code as written. A row where the values differ
+from the prediction runs the code as written throughout, as an unsplit row does.
 
 The predicted value of a comparison is the one with which the kernel does the most
-(the version with more operations left once the constants are folded): `if i < n:`
-predicts true, `if i >= n: return` false; == predicts false and != true.
+(more of its operations can be reached once the branches that follow are taken one
+way): `if i < n:` predicts true, `if i >= n: return` false; == predicts false and !=
+true.
 
 The points are exact where the side that moves does not wrap around along the row (its
 values at both ends are within its type); where it may, the piece is empty."""
@@ -35,19 +37,14 @@ from llvmlite import ir
 
 from kernelkit.compiler.llvm_types import i1, i64
 from kernelkit.ir import types as T
-from kernelkit.ir.definitions import (ARITHMETIC, ASSUME, CAST, COMPARISONS, CONST, LOCAL_ID,
-                                      SELECT, UNARY, Trait)
-from kernelkit.ir.function import Function, Module
+from kernelkit.ir.definitions import ARITHMETIC, CAST, COMPARISONS, CONST, LOCAL_ID, SELECT, UNARY
+from kernelkit.ir.function import Function
 from kernelkit.ir.ops import Op, Value
-from kernelkit.ir.rewriter import Rewriter, clone_function, replace_ops
-from kernelkit.passes.dce import DeadCode
 from kernelkit.passes.guard_versioning import INDEX_ARITHMETIC
-from kernelkit.passes.simplify import Simplify
 
 MOST_COMPARISONS = 8
 """A kernel with more row comparisons than this is not split (each costs a few
-instructions per row, and the prediction compiles a version per comparison)."""
-PIECE_SUFFIX = ".row_piece"
+instructions per row)."""
 
 _WIDE = ir.IntType(128)   # the points are computed without overflow in 128 bits
 # The predicate with its operands swapped, for a comparison whose right side moves.
@@ -99,15 +96,24 @@ def row_comparisons(function: Function, axis: int) -> tuple[RowComparison, ...]:
 
 @dataclass(frozen=True, slots=True)
 class RowSplit:
-    """How a kernel's rows are split: its row comparisons, the value predicted for each
-    in the middle of a row, and the kernel with those values as constants (`piece`),
-    whose local and private arrays are the kernel's (`allocations`: the piece's
-    allocation -> the kernel's)."""
+    """How a kernel's rows are split: its row comparisons and the value predicted for
+    each in the middle of a row."""
 
     comparisons: tuple[RowComparison, ...]
     predicted: tuple[bool, ...]
-    piece: Function
-    allocations: dict
+
+    def used_in(self, blocks) -> RowSplit | None:
+        """The split by the comparisons that `blocks` use (as an operation or an
+        operand), or None where they use none: a loop over work-items that run those
+        blocks gains nothing from the others."""
+        used = {value for block in blocks for op in block.ops
+                for value in (op, *op.all_operands())}
+        kept = [(comparison, predicted) for comparison, predicted
+                in zip(self.comparisons, self.predicted) if comparison.op in used]
+        if not kept:
+            return None
+        comparisons, predicted = zip(*kept)
+        return RowSplit(comparisons, predicted)
 
 
 def row_split(function: Function, axis: int) -> RowSplit | None:
@@ -126,9 +132,7 @@ def row_split(function: Function, axis: int) -> RowSplit | None:
         flipped[index] = not flipped[index]
         if _work(function, comparisons, flipped) > _work(function, comparisons, predicted):
             predicted = flipped
-    piece, copies = _with_constants(function, comparisons, predicted)
-    allocations = {copies[op]: op for op in function.ops() if op.has(Trait.ALLOCATION)}
-    return RowSplit(comparisons, tuple(predicted), piece, allocations)
+    return RowSplit(comparisons, tuple(predicted))
 
 
 _VARIES = object()   # a value not known from the comparisons' values alone
@@ -206,44 +210,6 @@ def _boolean(op: Op, known: dict):
             return None
         return _VARIES if _VARIES in operands else not absorbing
     return _VARIES
-
-
-def _with_constants(function: Function, comparisons, values) -> tuple[Function, dict]:
-    """A copy of `function` where each of `comparisons` is the constant of `values`,
-    simplified, and the copy of each value. Its work-items start by assuming what the
-    constants say (`assume`: LLVM then knows, say, that `j - 1` is never negative
-    where `j > 0`), computed afresh from the positions and arguments."""
-    copies: dict = {}
-    piece = clone_function(function, function.name + PIECE_SUFFIX, copies)
-    rewriter = Rewriter(piece)
-    rewriter.position_before_terminator(piece.entry)
-    hoisted: dict = {}
-    for comparison, value in zip(comparisons, values):
-        rewriter.loc = comparison.op.loc
-        fact = _copy(rewriter, copies[comparison.op], hoisted)
-        rewriter.op(ASSUME, [fact if value else rewriter.op(UNARY["not"], [fact], T.bool_)])
-    replace_ops(piece, {copies[comparison.op]: Op(CONST, [], T.bool_, {"value": value},
-                                                  loc=comparison.op.loc)
-                        for comparison, value in zip(comparisons, values)})
-    module = Module({piece.name: piece})
-    Simplify()(module)
-    DeadCode()(module)
-    return piece, copies
-
-
-def _copy(rewriter: Rewriter, value: Value, copies: dict) -> Value:
-    """A copy of `value`, index arithmetic of the function's parameters, at the
-    rewriter's position."""
-    if not isinstance(value, Op):
-        return value   # a parameter
-    if value not in copies:
-        operands = [_copy(rewriter, operand, copies) for operand in value.operands]
-        copies[value] = rewriter.op(value.definition, operands, value.type, dict(value.attrs))
-    return copies[value]
-
-
-def _size(function: Function) -> int:
-    return sum(1 for _ in function.ops())
 
 
 def _offsets(predicate: str, slope: int) -> tuple:

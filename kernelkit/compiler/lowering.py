@@ -47,6 +47,9 @@ class BodyLowering:
         self.blocks: dict = {}
         self.phis: dict[BlockParam, ir.PhiInstr] = {}
         self.block = None       # the block being lowered
+        # Values known beforehand for every work-item being lowered (op -> LLVM value): a
+        # target that knows them (a CPU's row split) has them used, not lowered again.
+        self.known: dict = {}
         for index, param in enumerate(function.params):
             self.values.setdefault(param, env.argument(index, param))
 
@@ -124,6 +127,10 @@ class BodyLowering:
         return True
 
     def lower_op(self, builder: ir.IRBuilder, op: Op) -> None:
+        known = self.known.get(op)
+        if known is not None:
+            self.define(builder, op, known)
+            return
         handler = LOWERINGS.get(op.definition)
         if handler is None:
             raise NotImplementedError(f"no LLVM lowering for '{op.opcode}'")
@@ -156,15 +163,19 @@ class BodyLowering:
         self.env.kernel_return(builder)
 
     def op_assume(self, builder, op: Op):
-        """What a target checked before choosing this version of the kernel: a fact LLVM
-        may use (where `j > 0` holds, `j - 1` needs no wrapping from the end)."""
+        """What a target checked before choosing this version of the kernel."""
+        self.assume(builder, self.use(builder, op.operands[0]))
+
+    def assume(self, builder, condition: ir.Value) -> None:
+        """Tell LLVM that `condition` holds here: a fact it may use (where `j > 0` holds,
+        `j - 1` needs no wrapping from the end)."""
         assume = self.module.globals.get("llvm.assume")
         if assume is None:
             assume = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [i1]),
                                  "llvm.assume")
         # (LLVM counts the call as touching memory: in the work-items' access group,
         # their loop stays one whose iterations are independent)
-        self.env.array_access(builder.call(assume, [self.use(builder, op.operands[0])]))
+        self.env.array_access(builder.call(assume, [condition]))
 
     def op_barrier_any(self, builder, op: Op):
         return self.env.barrier_any(builder, op, self.use(builder, op.operands[0]))

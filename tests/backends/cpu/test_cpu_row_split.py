@@ -234,6 +234,29 @@ def test_a_guarded_stencil_matches_numpy(backend, shape, workgroupsize):
     np.testing.assert_array_equal(got, expected)
 
 
+@kk.kernel
+def reversed_in_groups(out, x: kk.Const, n):
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    scratch = kk.localmem(np.float32, (64,))
+    value = 0.0
+    if i < n:
+        value = x[i]
+    scratch[local] = value
+    kk.synchronize()
+    if i < n:
+        out[i] = scratch[63 - local]
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 100, 256, 300])
+def test_a_guard_on_either_side_of_a_barrier_holds_where_it_does_in_python(backend, n):
+    x = np.arange(1, 321, dtype=np.float32)
+    got = run(backend, reversed_in_groups, np.full(320, -1, np.float32),
+              kk.to_backend(backend, x), n, ndrange=320, workgroupsize=64)
+    padded = np.where(np.arange(320) < n, x, 0).reshape(5, 64)[:, ::-1].ravel()
+    np.testing.assert_array_equal(got, np.where(np.arange(320) < n, padded, -1))
+
+
 # --- what the CPU makes of them --------------------------------------------------------
 
 
@@ -272,3 +295,24 @@ def test_a_guarded_row_is_vectorized_without_masks(kernel, args):
     workgroupsize = (1, 256) if len(ndrange) == 2 else (256,)
     text = kk.code_llvm(kernel, kk.CPU(), *args, ndrange=ndrange, workgroupsize=workgroupsize)
     assert re.search(r"store <\d+ x (float|i64)>", text)
+
+
+@kk.kernel
+def guarded_after_a_barrier(out, n):
+    i = kk.index(kk.Global)
+    local = kk.index(kk.Local)
+    scratch = kk.localmem(np.int32, (256,))
+    scratch[local] = 2 * local
+    kk.synchronize()
+    if i < n:
+        out[i] = np.float32(scratch[255 - local])
+
+
+def test_a_guarded_row_after_a_barrier_is_vectorized_without_masks():
+    out = np.zeros(1000, np.float32)
+    text = kk.code_llvm(guarded_after_a_barrier, kk.CPU(), out, 900, ndrange=1000,
+                        workgroupsize=256)
+    assert re.search(r"store <\d+ x float>", text)
+    got = run(kk.CPU(), guarded_after_a_barrier, out, 900, ndrange=1000, workgroupsize=256)
+    i = np.arange(1000)
+    np.testing.assert_array_equal(got, np.where(i < 900, 2 * (255 - i % 256), 0))
