@@ -43,6 +43,17 @@ PREFIX_BLOCKS = 16
 """At most this many blocks of a region's uniform control flow run once per group (each
 branch there copies the code after it)."""
 
+INTERLEAVED = 4
+"""The innermost work-item loop of a small kernel (at most `SMALL_KERNEL` operations)
+whose rows are at least `INTERLEAVED_ROW` work-items long runs this many vectors of
+work-items per trip, each independent of the others (LLVM's interleaving: loads of
+several vectors in flight, a quarter of the loop's own instructions). LLVM does not
+interleave a loop it may not unroll (see `loop_metadata`), so the count is asked for:
+the naive 1024 x 1024 matrix multiply on one thread (AMD Zen 3) went from 103-110 ms to
+87-91 ms, Numba's i-k-j loop taking 90-99 ms; a 1M-element saxpy from 175 to 168 us."""
+SMALL_KERNEL = 48
+INTERLEAVED_ROW = 64
+
 
 def _first_item_axes(condition) -> set | None:
     """The axes whose local ids `condition` requires to be 0, if it is `p == 0` where p
@@ -120,9 +131,9 @@ class KernelVersion:
         if self.row_split is not None and self.plan is not None and \
                 _reads_kept(self.row_split.comparisons, self.plan.kept):
             self.row_split = None
-        if self.row_split is not None:
-            self.row_split = self.row_split.used_in(function.blocks)
         self.region_splits: dict = {}   # a region's block -> the split its code uses
+        self.interleaved = row_length >= INTERLEAVED_ROW and \
+            sum(1 for _ in function.ops()) <= SMALL_KERNEL
 
     def split_from(self, block):
         """The row split of the work-item code from `block` to the region's end."""
@@ -231,12 +242,11 @@ class GroupFunctionBuilder(EntryPointBuilder):
             self.run_regions(builder)
         else:
             self.work_item_loops(builder, lambda b: self.lower_item(b, self.function.entry),
-                                 self.row_split)
+                                 version.row_split)
 
     def use_version(self, version: KernelVersion) -> None:
         self.version = version
         self.function, self.plan = version.function, version.plan
-        self.row_split = version.row_split
         self.has_barrier, self.storage = version.has_barrier, version.storage
 
     def all_pass_guards(self, builder, version: KernelVersion) -> ir.Value:
@@ -436,14 +446,18 @@ class GroupFunctionBuilder(EntryPointBuilder):
         reads without a barrier in between is a race), so the vectorizer needs no
         run-time alias checks; and it is not unrolled before the vectorizer sees it (a
         full unroll of a short constant loop would leave it the outer loop, with strided
-        accesses)."""
+        accesses); in a small kernel, it is interleaved (`INTERLEAVED`)."""
         module = self.module
         identity = module.add_metadata([ir.MetaDataString(module, f"item_loop{len(module.metadata)}")])
+        interleave = [module.add_metadata([
+            ir.MetaDataString(module, "llvm.loop.interleave.count"),
+            ir.Constant(i32, INTERLEAVED)])] if self.version.interleaved else []
         identity.operands = (
             identity,
             module.add_metadata([ir.MetaDataString(module, "llvm.loop.parallel_accesses"),
                                  self.access_group]),
-            module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]))
+            module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]),
+            *interleave)
         return identity
 
     work_items_in_sequence = True     # a group's work-items: a loop on one thread

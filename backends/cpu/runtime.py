@@ -119,9 +119,9 @@ class PreparedKernel:
     seconds_per_group: float = 0.0   # measured on earlier launches; 0: not yet
     leads: int = 0            # how many of its launches were led (`_Device.lead`)
     geometry: dict = field(default_factory=dict)  # ndrange -> (header, groups, items)
-    # Where the kernel does not observe its work-groups, the same kernel compiled for the
-    # CPU's group shapes (`CPU.regrouped`); False where it keeps its own shape; None: not
-    # asked yet
+    # Where the kernel does not observe its work-groups: whether a launch's rows are long
+    # -> (the same kernel compiled for the CPU's group shape, that shape)
+    # (`CPU.regrouped`); False where it keeps its own shape; None: not asked yet
     regrouped: object = None
     fire: object = None       # its `fast_launcher`, once made; False: it has none
     described: int = field(init=False, default=0)   # the description's address
@@ -375,23 +375,23 @@ class CPU(Backend):
         where its groups are narrow along the last axis (a GPU user's (16, 16)), it runs
         as compiled for a shape of the CPU's, whose long rows make long vector loops:
         one row of `_LONGEST_ROW` work-items where the ndrange's rows are at least that
-        long and the kernel has no loop (a group of several rows reads and writes as
-        many rows of each array at once, more streams than the prefetchers follow: a
-        5-point stencil on 4096 x 4096 took 6.95 ms in (4, 256) groups, 5.71 ms in
-        (1, 1024); but where each work-item loops, as a naive matrix multiply does over
-        a row of one matrix and a column of the other, a group of several rows reads
-        each element of the column for several rows: 70-77 ms in (4, 256), 83-93 ms in
-        (1, 1024)), else the default shape. (the prepared kernel, the group shape) or
-        False; `prepared.regrouped` keeps them (`_Regrouped`)."""
+        long, else the default shape. A group of several rows reads and writes as many
+        rows of each array at once, more streams than the prefetchers follow, and where
+        each work-item loops over a row of one matrix and a column of another (a naive
+        matrix multiply), one row reads the other matrix row by row, a page at a time:
+        paired, a 5-point stencil on 4096 x 4096 took 6.95 ms in (4, 256) groups, 5.71 ms
+        in (1, 1024); the naive 1024 x 1024 matrix multiply 51-61 ms and 42-47 ms.
+        (the prepared kernel, the group shape) or False; `prepared.regrouped` keeps them
+        by whether the rows are long."""
         if prepared.regrouped is None:
             preferred = self.default_workgroupsize(len(workgroupsize))
             observed = prepared.compiled.notes.get(WORK_GROUPS_OBSERVED, True)
             prepared.regrouped = False if observed or workgroupsize[-1] >= preferred[-1] \
-                else _Regrouped(_has_loops(prepared.compiled.ir))
+                else {}
         if prepared.regrouped is False:
             return False
-        versions = prepared.regrouped.versions
-        long_rows = ndrange[-1] >= _LONGEST_ROW and not prepared.regrouped.loops
+        versions = prepared.regrouped
+        long_rows = ndrange[-1] >= _LONGEST_ROW   # (a launch asks for one or the other)
         regrouped = versions.get(long_rows)
         if regrouped is None:
             preferred = (1,) * (len(workgroupsize) - 1) + (_LONGEST_ROW,) if long_rows \
@@ -401,23 +401,6 @@ class CPU(Backend):
             regrouped = versions[long_rows] = (
                 self.prepare(compile_job(job), prepared.argtypes, len(preferred)), preferred)
         return regrouped
-
-
-@dataclass
-class _Regrouped:
-    """A kernel that runs in the CPU's group shapes (`CPU.regrouped`): whether it has a
-    loop, and by whether a launch's rows are long, (the kernel compiled for a shape,
-    that shape)."""
-
-    loops: bool
-    versions: dict = field(default_factory=dict)
-
-
-def _has_loops(ir_text: str) -> bool:
-    """Whether the kernel of a module (its IR text) has a loop."""
-    from kernelkit.analysis.loops import natural_loops
-    from kernelkit.ir.parser import parse_module
-    return bool(natural_loops(parse_module(ir_text).kernel))
 
 
 def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):

@@ -2,6 +2,7 @@
 KERNELKIT_NUM_THREADS and the process's CPU affinity set the threads, and default
 work-group sizes cover 1-D, 2-D and 3-D ndranges that are not multiples of them."""
 import os
+import re
 import subprocess
 import sys
 
@@ -151,7 +152,7 @@ def test_a_kernel_blind_to_its_groups_runs_in_the_cpus_group_shape_with_the_same
         np.testing.assert_array_equal(out, results[0])
     regrouped = [p.regrouped for key, p in guarded_heat_step._specializations.items()
                  if key[0] is backend and key[1] == (16, 16)]
-    assert regrouped and [shape for _, shape in regrouped[0].versions.values()] == \
+    assert regrouped and [shape for _, shape in regrouped[0].values()] == \
         [backend.default_workgroupsize(2)]
 
 
@@ -169,7 +170,7 @@ def test_a_kernel_blind_to_its_groups_runs_long_rows_in_groups_of_one_row():
     np.testing.assert_array_equal(results[0], results[1])
     (regrouped,) = [p.regrouped for key, p in guarded_heat_step._specializations.items()
                     if key[0] is backend and key[1] == (16, 16)]
-    assert [shape for _, shape in regrouped.versions.values()] == [(1, 1024)]
+    assert [shape for _, shape in regrouped.values()] == [(1, 1024)]
 
 
 @kk.kernel
@@ -181,9 +182,7 @@ def row_times_column(c, a: kk.Const, b: kk.Const):
     c[i, j] = acc
 
 
-def test_a_kernel_blind_to_its_groups_that_loops_keeps_rows_of_several_groups():
-    """Where each work-item loops over a column of `b`, a group of several rows reads each
-    of its elements for all of them: long rows keep the default shape."""
+def test_a_matrix_multiply_blind_to_its_groups_runs_long_rows_in_groups_of_one_row():
     backend = kk.CPU(threads=2)
     a = np.random.default_rng(5).random((4, 3), dtype=np.float32)
     b = np.random.default_rng(6).random((3, 1100), dtype=np.float32)
@@ -193,9 +192,7 @@ def test_a_kernel_blind_to_its_groups_that_loops_keeps_rows_of_several_groups():
     np.testing.assert_allclose(c, a @ b, rtol=1e-6)
     (regrouped,) = [p.regrouped for key, p in row_times_column._specializations.items()
                     if key[0] is backend]
-    assert regrouped.loops
-    assert [shape for _, shape in regrouped.versions.values()] == \
-        [backend.default_workgroupsize(2)]
+    assert [shape for _, shape in regrouped.values()] == [(1, 1024)]
 
 
 @pytest.mark.parametrize("kernel, expected", [
@@ -220,3 +217,38 @@ def test_a_group_index_times_another_size_keeps_the_groups_shape():
     j = np.arange(48)
     np.testing.assert_array_equal(out, x[:, (j // 16) * 8 + j % 16])
     assert prepared_of(half_group_columns, backend).regrouped is False
+
+
+@kk.kernel
+def scaled(y, a, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a * x[i] + y[i]
+
+
+def long_kernel_source(statements: int) -> str:
+    body = "\n".join(f"    v = v * a + {k}.0" for k in range(statements))
+    return f"def long_kernel(y, a):\n    i = kk.index(kk.Global)\n    v = y[i]\n{body}\n" \
+           f"    y[i] = v\n"
+
+
+def vector_multiplies_per_trip(text: str) -> int:
+    """The vector multiplies of the first vectorized loop of LLVM IR `text`."""
+    body = text[text.index("vector.body"):]
+    return len(re.findall(r"fmul <\d+ x float>", body[:body.index("br i1")]))
+
+
+def test_a_small_kernel_computes_four_vectors_of_work_items_per_trip():
+    x = np.ones(4096, np.float32)
+    text = kk.code_llvm(scaled, kk.CPU(), x, np.float32(2), x, ndrange=4096,
+                        workgroupsize=256)
+    assert vector_multiplies_per_trip(text) == 4
+
+
+def test_a_large_kernel_computes_one_vector_of_work_items_per_trip():
+    text = long_kernel_source(60)
+    namespace = {"kk": kk}
+    exec(text, namespace)  # noqa: S102 - a kernel too long to write out
+    kernel = kk.kernel(namespace["long_kernel"], source=text)
+    y = np.ones(4096, np.float32)
+    text = kk.code_llvm(kernel, kk.CPU(), y, np.float32(0.5), ndrange=4096, workgroupsize=256)
+    assert vector_multiplies_per_trip(text) == 60
