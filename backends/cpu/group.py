@@ -24,7 +24,7 @@ from llvmlite import ir
 from kernelkit.analysis.regions import ends_with_barrier, region_order
 from kernelkit.compiler.launch_record import EntryPointBuilder, LaunchRecord
 from kernelkit.compiler.llvm_types import ArrayValue, i1, i8, i32, i64, llvm_type, memory_type, ptr
-from kernelkit.compiler.lowering import BodyLowering
+from kernelkit.compiler.lowering import BodyLowering, assume
 from kernelkit.compiler.printf import printf_arguments
 from kernelkit.ir.definitions import (ASSUME, BARRIER_ANY, BR, CBR, GROUP_ID, LOCAL_ID, PRIVATE,
                                       RET, Trait)
@@ -153,6 +153,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         for size in self.sizes:
             self.items *= size
         self.known: dict = {}   # comparison -> its value in the row piece being lowered
+        self.assumed: dict = {}   # a vote -> its value in a region where all were alike
         self.general = KernelVersion(ir_module.kernel, self.ndim, self.sizes[-1])
         interior = ir_module.functions.get(ir_module.kernel.name + GUARDED_SUFFIX)
         self.interior = KernelVersion(interior, self.ndim, self.sizes[-1]) \
@@ -196,6 +197,10 @@ class GroupFunctionBuilder(EntryPointBuilder):
             self.group_index.append(index)
         builder.cbranch(builder.icmp_signed("<", group, end), group_body, done)
         builder.position_at_end(group_body)
+        # A group runs only where the ndrange has work-items: each extent is at least 1
+        # (LLVM then knows, say, which way a grid-stride loop over `ndrange()` counts).
+        for extent in self.extents:
+            assume(builder, builder.icmp_signed(">", extent, ir.Constant(i64, 0)))
         valid = self.valid_items(builder)
         full = builder.icmp_signed("==", valid[0], ir.Constant(i64, self.sizes[0]))
         for axis in range(1, self.ndim):
@@ -237,7 +242,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         counts (constants for a full group)."""
         self.use_version(version)
         self.extents_now = extents
-        self.slots, self.current, self.next = version.slot_sets[slot_set]
+        self.slots, self.current, self.next, self.unanimous = version.slot_sets[slot_set]
         if version.has_barrier:
             self.run_regions(builder)
         else:
@@ -252,7 +257,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
     def all_pass_guards(self, builder, version: KernelVersion) -> ir.Value:
         """Whether every work-item of the group satisfies each `assume` of `version`."""
         self.use_version(version)
-        self.slots, self.current, self.next = version.slot_sets[0]
+        self.slots, self.current, self.next, self.unanimous = version.slot_sets[0]
         conditions = [op.operands[0] for op in version.function.ops() if op.definition is ASSUME]
         verdict = self.verdict
         builder.store(ir.Constant(i8, 1), verdict)
@@ -290,12 +295,13 @@ class GroupFunctionBuilder(EntryPointBuilder):
             version.storage[op] = storage
         version.slot_sets = [self.allocate_slots(builder, version) for _ in range(2)]
 
-    def allocate_slots(self, builder, version: KernelVersion) -> tuple[dict, dict, dict]:
-        """Slots for the values kept across barriers: (per work-item, current, next).
-        The full-group and the partial-group code each get their own, so that in the
-        full-group code, where every slot is addressed by constants once the loops are
-        unrolled, LLVM can keep them in registers."""
-        slots, current, next = {}, {}, {}
+    def allocate_slots(self, builder, version: KernelVersion) -> tuple[dict, dict, dict, dict]:
+        """Slots for the values kept across barriers: (per work-item, current, next,
+        unanimous: per barrier_any of `RegionPlan.unanimous`, whether every vote was
+        true). The full-group and the partial-group code each get their own, so that in
+        the full-group code, where every slot is addressed by constants once the loops
+        are unrolled, LLVM can keep them in registers."""
+        slots, current, next, unanimous = {}, {}, {}, {}
         if version.has_barrier:
             plan = version.plan
             for value in sorted(plan.kept, key=_definition_order(version.function)):
@@ -307,7 +313,9 @@ class GroupFunctionBuilder(EntryPointBuilder):
                     slot = builder.alloca(_slot_type(value.type), size=self.items)
                     slot.align = 64
                     slots[value] = slot
-        return slots, current, next
+            for barrier in plan.unanimous.values():
+                unanimous[barrier] = builder.alloca(i1)
+        return slots, current, next, unanimous
 
     def decompose_group(self, builder, group) -> list:
         """Group number -> group index per axis (row-major, the last axis fastest)."""
@@ -529,6 +537,20 @@ class GroupFunctionBuilder(EntryPointBuilder):
         for block in self.plan.blocks[start]:
             if ends_with_barrier(block) and block.ops[-2] in self.next:
                 builder.store(ir.Constant(i1, 0), self.next[block.ops[-2]])  # no votes yet
+            if ends_with_barrier(block) and block.ops[-2] in self.unanimous:
+                builder.store(ir.Constant(i1, 1), self.unanimous[block.ops[-2]])
+        barrier = self.plan.vote(start)
+        if barrier is not None:
+            # Every work-item voted true: the region reads each one's vote as true.
+            unanimous = prologue.load(self.unanimous[barrier], typ=i1)
+            voted, split = self.new_block("all_voted_true"), self.new_block("votes_split")
+            builder.cbranch(unanimous, voted, split)
+            builder.position_at_end(voted)
+            self.assumed = {barrier.operands[0]: ir.Constant(i1, 1)}
+            self.prefix_budget = PREFIX_BLOCKS
+            self.walk(builder, start, start, values, [], (), frozenset())
+            self.assumed = {}
+            builder.position_at_end(split)
         self.prefix_budget = PREFIX_BLOCKS
         self.walk(builder, start, start, values, [], (), frozenset())
 
@@ -756,6 +778,10 @@ class GroupFunctionBuilder(EntryPointBuilder):
             slot = self.next[op]
             vote = builder.or_(builder.load(slot, typ=i1), condition)
             self.array_access(builder.store(vote, slot))
+        if op in self.unanimous:
+            slot = self.unanimous[op]
+            every = builder.and_(builder.load(slot, typ=i1), condition)
+            self.array_access(builder.store(every, slot))
         return None
 
     def kernel_return(self, builder):
@@ -777,6 +803,8 @@ class GroupFunctionBuilder(EntryPointBuilder):
         self.array_access(builder.store(llvm_value, address))
 
     def load_demoted(self, builder, value):
+        if value in self.assumed:
+            return self.assumed[value]
         type = llvm_type(value.type)
         if value in self.current:
             address = self.current[value]

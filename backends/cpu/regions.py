@@ -49,6 +49,12 @@ class RegionPlan:
             elif _needs_slot(value, function):
                 self.kept.add(value)
         self.uniform = {v for v in self.kept if v not in self.varying}
+        self.unanimous = unanimous_votes(self)
+
+    def vote(self, start):
+        """The barrier_any just before region `start` whose work-items' votes the region
+        may take as true where all of them were (see `unanimous_votes`), or None."""
+        return self.unanimous.get(start)
 
     def written_uniform(self, start) -> list:
         """The uniform kept values a region may write, in a fixed order."""
@@ -64,6 +70,36 @@ class RegionPlan:
     def runs_once(self, op: Op) -> bool:
         """Whether a group may compute `op` once for all its work-items."""
         return op.is_pure and op not in self.varying
+
+
+UNANIMOUS_OPS = 200
+"""A region that may run with its work-items' votes known true (`unanimous_votes`) has
+its code twice; not one with more operations than this."""
+
+
+def unanimous_votes(plan: RegionPlan) -> dict:
+    """Region start -> the barrier_any op entered just before it, where the region reads
+    its work-items' votes from their slots (a masked loop's trip reads whether its
+    work-item goes on). Where every work-item voted true, each one's vote is true where
+    the region reads it: the region starts with its work-items' values as they were at
+    the barrier, and one it does not read around a cycle of its own (`reread`) is, where
+    read from its slot, still that value. The region then runs without the branch on the
+    vote (a grid-stride loop's trip without masks)."""
+    unanimous = {}
+    barriers: dict = {}
+    ending = {block for blocks in plan.blocks.values() for block in blocks
+              if ends_with_barrier(block)}
+    for block in ending:
+        barriers.setdefault(block.successors[0], []).append(block.ops[-2])
+    for start, (barrier, *others) in barriers.items():
+        vote = barrier.operands[0] if barrier.definition is BARRIER_ANY else None
+        if others or vote is None or vote not in plan.kept or vote in plan.uniform or \
+                vote in plan.reread:
+            continue
+        ops = [op for block in plan.blocks[start] for op in block.ops]
+        if len(ops) <= UNANIMOUS_OPS and any(vote in op.all_operands() for op in ops):
+            unanimous[start] = barrier
+    return unanimous
 
 
 def reread_values(order: list) -> set:

@@ -22,6 +22,16 @@ from .llvm_types import ArrayValue, i1, i8, i64, llvm_type, memory_type
 from .math_lowering import call_intrinsic
 
 
+def assume(builder: ir.IRBuilder, condition: ir.Value) -> ir.Instruction:
+    """Tell LLVM that `condition` holds at the builder's position: a fact it may use
+    (where `j > 0` holds, `j - 1` needs no wrapping from the end)."""
+    module = builder.module
+    declared = module.globals.get("llvm.assume")
+    if declared is None:
+        declared = ir.Function(module, ir.FunctionType(ir.VoidType(), [i1]), "llvm.assume")
+    return builder.call(declared, [condition])
+
+
 class BodyLowering:
     """Lowers a kernel's body, or the part of it reachable from a given block, into the
     LLVM function at a builder's position.
@@ -167,15 +177,10 @@ class BodyLowering:
         self.assume(builder, self.use(builder, op.operands[0]))
 
     def assume(self, builder, condition: ir.Value) -> None:
-        """Tell LLVM that `condition` holds here: a fact it may use (where `j > 0` holds,
-        `j - 1` needs no wrapping from the end)."""
-        assume = self.module.globals.get("llvm.assume")
-        if assume is None:
-            assume = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [i1]),
-                                 "llvm.assume")
+        """Tell LLVM that `condition` holds here (`assume`)."""
         # (LLVM counts the call as touching memory: in the work-items' access group,
         # their loop stays one whose iterations are independent)
-        self.env.array_access(builder.call(assume, [condition]))
+        self.env.array_access(assume(builder, condition))
 
     def op_barrier_any(self, builder, op: Op):
         return self.env.barrier_any(builder, op, self.use(builder, op.operands[0]))
