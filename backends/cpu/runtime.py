@@ -91,6 +91,10 @@ _SERVE_CYCLES = 1_300_000
 # (A longer one is queued: the launching thread goes on while the workers run it.)
 _LED_SECONDS = 8e-6
 _TIMED_LEADS = 8   # one led launch in this many is timed (and updates the estimate)
+_PROBED_SECONDS = 2 * _LED_SECONDS
+"""A timed led launch estimated to take less than this on one thread runs on the
+calling thread alone instead (`_Device.lead`): where sharing is not worth it, its time
+shared (the hand-over included, some microseconds) would make the estimate say it is."""
 _LED_CHUNK_SECONDS = 5e-7
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
 _WAKE_CYCLES = 260_000  # about 0.1 ms: how long the waking thread waits for one to watch
@@ -426,6 +430,7 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                  "run": backend.run_groups, "prepared": prepared, "runtime": sys.modules[__name__],
                  "device": device, "mailbox": device.mailbox, "running": running,
                  "described": prepared.described, "clock": time.perf_counter, "struct": struct,
+                 "folded": _folded,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
@@ -532,7 +537,7 @@ def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
                 f"                    {otherwise}\n"
                 f"                seconds = clock() - start\n"
                 f"                prepared.seconds_per_group = \\\n"
-                f"                    0.75 * prepared.seconds_per_group + 0.25 * seconds / total\n"
+                f"                    folded(prepared.seconds_per_group, seconds / total)\n"
                 f"{printed}"
                 f"                return True\n"
                 f"{lead}"
@@ -590,7 +595,7 @@ def _python_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
             f"                prepared.call(packed, 0, total)\n"
             f"                seconds = clock() - start\n"
             f"                prepared.seconds_per_group = \\\n"
-            f"                    0.75 * prepared.seconds_per_group + 0.25 * seconds / total\n"
+            f"                    folded(prepared.seconds_per_group, seconds / total)\n"
             f"{printed}"
             f"                return True\n"
             f"{lead}"
@@ -668,10 +673,18 @@ def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int,
     running[0] = prepared.described   # for the fault handler (`fault.py`)
     start = clock()
     (prepared.call if end < SMALL_INT else prepared.function)(packed, first, end)
-    per_group = (clock() - start) / (end - first)
-    previous = prepared.seconds_per_group
-    prepared.seconds_per_group = per_group if not previous else \
-        0.75 * previous + 0.25 * per_group
+    prepared.seconds_per_group = _folded(prepared.seconds_per_group,
+                                         (clock() - start) / (end - first))
+
+
+def _folded(estimate: float, per_group: float) -> float:
+    """A kernel's estimate of its time per group (0: none yet) after a run that took
+    `per_group`: the recent runs weigh most, and one run at most 4 times the estimate
+    (a run the system stopped for tens of microseconds says nothing of the kernel, and
+    would send a launch too short to share to the threads for the next launches)."""
+    if not estimate:
+        return per_group
+    return 0.75 * estimate + 0.25 * min(per_group, 4 * estimate)
 
 
 def _chunk_limit(prepared: PreparedKernel) -> int:
@@ -721,8 +734,7 @@ class _Launch:
         ran = mailbox.lead(prepared.entry, self.packed, end,
                            int(_LED_CHUNK_SECONDS / per_group) + 1, self.threads - 1, first)
         if ran > 0:
-            prepared.seconds_per_group = 0.75 * per_group + \
-                0.25 * (time.thread_time() - start) / ran
+            prepared.seconds_per_group = _folded(per_group, (time.thread_time() - start) / ran)
         return ran >= 0
 
     def failed(self) -> bool:
@@ -821,6 +833,19 @@ class _Device:
         running[0] = prepared.described   # for the fault handler (`fault.py`)
         prepared.leads += 1
         timed = not prepared.leads % _TIMED_LEADS
+        if timed and per_group * groups < _PROBED_SECONDS:
+            # Near the line between running here and leading: time this one on this
+            # thread alone (a led launch's time, the sharing included, would keep
+            # such a launch led).
+            start = time.perf_counter()
+            if fingerprint is None:
+                _run(prepared, packed, 0, groups)
+                return True
+            if not mailbox.call_if_same(args, fingerprint, packed, 0, groups):
+                return None
+            prepared.seconds_per_group = _folded(per_group,
+                                                 (time.perf_counter() - start) / groups)
+            return True
         if timed:
             start = time.perf_counter()
         if fingerprint is None:
@@ -833,8 +858,8 @@ class _Device:
         if timed and ran:
             # The leader ran chunks from the start until none was left (then waited
             # at most a chunk's time): its own time per group, as one of the threads.
-            prepared.seconds_per_group = 0.75 * per_group + \
-                0.25 * (time.perf_counter() - start) / ran
+            prepared.seconds_per_group = _folded(per_group,
+                                                 (time.perf_counter() - start) / ran)
         if prepared.uses_print:
             self.printed = True
         if ran == groups and mailbox.watching and _sched_getcpu is not None and \

@@ -769,3 +769,44 @@ def test_ctrl_c_anywhere_in_a_loop_of_led_launches_leaves_the_device_usable(tmp_
                            timeout=120)
     assert child.returncode == 0, child.stdout + child.stderr[-3000:]
     assert "usable after 600 interrupts" in child.stdout
+
+
+def test_one_slow_run_moves_a_kernels_estimate_little_and_slow_runs_in_a_row_much():
+    estimate = 1e-6
+    after_one = runtime._folded(estimate, 50e-6)   # a run the system stopped
+    assert after_one <= 1.75 * estimate
+    for _ in range(10):                             # the kernel now takes 10 times longer
+        estimate = runtime._folded(estimate, 10e-6)
+    assert estimate > 9e-6
+    assert runtime._folded(0.0, 3e-6) == 3e-6       # the first run is the estimate
+
+
+def test_a_timed_launch_near_the_line_runs_on_the_calling_thread_alone(led_count, monkeypatch):
+    # Led, the hand-over to the workers is part of its time; a launch that should run
+    # inline would look long enough to lead from then on.
+    device = runtime._device
+    backend = kk.CPU(threads=2)
+    a = np.zeros(MID, np.int64)
+    launch = step(backend, 256)
+    launch(a, 0, ndrange=MID)
+    kk.synchronize(backend)
+    (prepared,) = [prepared for key, prepared in step._specializations.items()
+                   if key[0] is backend]
+    groups = -(-MID // 256)
+    near = 1.5 * runtime._LED_SECONDS / groups     # between leading and twice that
+    monkeypatch.setattr(prepared, "seconds_per_group", near)
+    monkeypatch.setattr(prepared, "leads", runtime._TIMED_LEADS - 1)   # the next is timed
+    shared = []
+    for name in ("lead", "lead_if_same"):
+        function = getattr(device.mailbox, name)
+        monkeypatch.setattr(device.mailbox, name,
+                            lambda *args, function=function: shared.append(args) or
+                            function(*args))
+    led = led_count[0]
+    launch(a, 1, ndrange=MID)
+    kk.synchronize(backend)
+    assert led_count[0] == led + 1 and not shared
+    assert prepared.seconds_per_group != near      # timed on this thread alone
+    launch(a, 2, ndrange=MID)                        # the next one is led (not timed)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(a, expected_after([0, 1, 2], MID))
