@@ -547,10 +547,13 @@ class GroupFunctionBuilder(EntryPointBuilder):
             builder.cbranch(unanimous, voted, split)
             builder.position_at_end(voted)
             self.assumed = {barrier.operands[0]: ir.Constant(i1, 1)}
-            self.prefix_budget = PREFIX_BLOCKS
-            self.walk(builder, start, start, values, [], (), frozenset())
+            self.walk_region(builder, start, values)
             self.assumed = {}
             builder.position_at_end(split)
+        self.walk_region(builder, start, values)
+
+    def walk_region(self, builder, start, values) -> None:
+        """The code of the region from `start`, its leading uniform blocks once (`walk`)."""
         self.prefix_budget = PREFIX_BLOCKS
         self.walk(builder, start, start, values, [], (), frozenset())
 

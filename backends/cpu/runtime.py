@@ -837,14 +837,16 @@ class _Device:
             # Near the line between running here and leading: time this one on this
             # thread alone (a led launch's time, the sharing included, would keep
             # such a launch led).
-            start = time.perf_counter()
             if fingerprint is None:
                 _run(prepared, packed, 0, groups)
-                return True
-            if not mailbox.call_if_same(args, fingerprint, packed, 0, groups):
-                return None
-            prepared.seconds_per_group = _folded(per_group,
-                                                 (time.perf_counter() - start) / groups)
+            else:
+                start = time.perf_counter()
+                if not mailbox.call_if_same(args, fingerprint, packed, 0, groups):
+                    return None
+                prepared.seconds_per_group = _folded(per_group,
+                                                     (time.perf_counter() - start) / groups)
+            if prepared.uses_print:
+                self.printed = True
             return True
         if timed:
             start = time.perf_counter()

@@ -11,19 +11,13 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
+from launched import run
 from backends.cpu.item_split import row_comparisons, row_split
 from kernelkit.ir.parser import parse_module
 
 INT64 = np.iinfo(np.int64)
 EDGES = [-10, 0, 1, 3, 100, 255, 256, 257, 299, 300, 301, 2**62, -2**62,
          int(INT64.max), int(INT64.min)]
-
-
-def run(backend, kernel, out, *args, ndrange, workgroupsize):
-    result = kk.to_backend(backend, out)
-    kernel(backend, workgroupsize)(result, *args, ndrange=ndrange)
-    kk.synchronize(backend)
-    return kk.to_numpy(result)
 
 
 @kk.kernel

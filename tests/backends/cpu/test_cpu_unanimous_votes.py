@@ -10,13 +10,7 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
-
-
-def run(backend, kernel, out, *args, ndrange, workgroupsize):
-    result = kk.to_backend(backend, out)
-    kernel(backend, workgroupsize)(result, *args, ndrange=ndrange)
-    kk.synchronize(backend)
-    return kk.to_numpy(result)
+from launched import run
 
 
 @kk.kernel

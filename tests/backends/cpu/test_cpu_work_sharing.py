@@ -781,16 +781,18 @@ def test_one_slow_run_moves_a_kernels_estimate_little_and_slow_runs_in_a_row_muc
     assert runtime._folded(0.0, 3e-6) == 3e-6       # the first run is the estimate
 
 
-def test_a_timed_launch_near_the_line_runs_on_the_calling_thread_alone(led_count, monkeypatch):
+@pytest.mark.parametrize("kernel", [step, step_and_say])
+def test_a_timed_launch_near_the_line_runs_on_the_calling_thread_alone(led_count, monkeypatch,
+                                                                      capfd, kernel):
     # Led, the hand-over to the workers is part of its time; a launch that should run
     # inline would look long enough to lead from then on.
     device = runtime._device
     backend = kk.CPU(threads=2)
     a = np.zeros(MID, np.int64)
-    launch = step(backend, 256)
+    launch = kernel(backend, 256)
     launch(a, 0, ndrange=MID)
     kk.synchronize(backend)
-    (prepared,) = [prepared for key, prepared in step._specializations.items()
+    (prepared,) = [prepared for key, prepared in kernel._specializations.items()
                    if key[0] is backend]
     groups = -(-MID // 256)
     near = 1.5 * runtime._LED_SECONDS / groups     # between leading and twice that
@@ -803,9 +805,12 @@ def test_a_timed_launch_near_the_line_runs_on_the_calling_thread_alone(led_count
                             lambda *args, function=function: shared.append(args) or
                             function(*args))
     led = led_count[0]
+    capfd.readouterr()
     launch(a, 1, ndrange=MID)
     kk.synchronize(backend)
     assert led_count[0] == led + 1 and not shared
+    if kernel is step_and_say:   # what it printed is out once synchronized
+        assert "said 1" in capfd.readouterr().out
     assert prepared.seconds_per_group != near      # timed on this thread alone
     launch(a, 2, ndrange=MID)                        # the next one is led (not timed)
     kk.synchronize(backend)
