@@ -56,7 +56,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import argument_checks
-from .calls import CALLS_WIDEN_INTS, SMALL_INT, untyped
+from .calls import (
+    C_API,
+    CALLS_WIDEN_INTS,
+    FAST_CALL_DECLARATIONS,
+    SMALL_INT,
+    fast_call_function,
+    fast_call_source,
+    untyped,
+)
 
 MAILBOX_WORDS = 24
 _WATCHING = 12   # the word that counts the workers in `serve`
@@ -348,10 +356,16 @@ differs:
 class _Functions:
     lead: object
     serve: object
-    # `checked_function`s, None where the object layout is not known (`argument_checks`)
+    # builtins (`calls.fast_call_function`) or `checked_function`s; None where the object
+    # layout is not known (`argument_checks`)
     matches: object
     lead_if_same: object
     call_if_same: object
+
+
+_CHECKED_CALLS = (("matches", "ob"), ("lead_if_same", "obbiiii"), ("call_if_same", "obbii"))
+"""The checked calls and their arguments' kinds (`calls.fast_call_source`): the tuple of
+arguments, the fingerprint, the record, then ints."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -360,20 +374,30 @@ def _compiled() -> _Functions:
 
     from .target import with_relax
     matches = argument_checks.matches_definition()
+    fast = matches is not None and C_API is not None
     source = with_relax(_SOURCE) + (_CHECKED + matches if matches else "")
-    functions = host_functions(source, {})   # from the disk cache, once there
+    if fast:
+        source += FAST_CALL_DECLARATIONS + "".join(
+            fast_call_source(f"kernelkit_fast_{name}", f"kernelkit_{name}", kinds)
+            for name, kinds in _CHECKED_CALLS)
+    functions = host_functions(source, C_API if fast else {})   # from the disk cache, once there
     lead = functions["kernelkit_lead"]
-    checked = {name: checked_function(functions[f"kernelkit_{name}"], parameters) if matches
-               else None for name, parameters in (("matches", 1), ("lead_if_same", 6),
-                                                  ("call_if_same", 4))}
+    if fast:
+        checked = {name: fast_call_function(functions[f"kernelkit_fast_{name}"], name)
+                   for name, _ in _CHECKED_CALLS}
+    else:
+        checked = {name: checked_function(functions[f"kernelkit_{name}"], len(kinds) - 1)
+                   if matches else None for name, kinds in _CHECKED_CALLS}
     return _Functions(untyped(lead, _LEAD(lead), ctypes.c_int64),
                       _SERVE(functions["kernelkit_serve"]), **checked)
 
 
 def checked_function(address: int, parameters: int):
     """The function at `address` that takes a tuple, then `parameters` bytes and ints
-    below `SMALL_INT`, and returns an int64: its tuple is typed (a `py_object`), the
-    others pass untyped where the platform widens ints (`calls.CALLS_WIDEN_INTS`)."""
+    below `SMALL_INT`, and returns an int64, called through ctypes (where the C API is
+    not there to make it a builtin, `calls.fast_call_function`): its tuple is typed (a
+    `py_object`), the others pass untyped where the platform widens ints
+    (`calls.CALLS_WIDEN_INTS`)."""
     if CALLS_WIDEN_INTS:
         return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.py_object)(address)
     # (the first one or two after the tuple are bytes: the fingerprint, the record)
