@@ -6,7 +6,8 @@
 Every case is one function taking the run's `Context` (the backend, its peers, the sizes)
 and returning a `Measurement`. Kernel cases compile and check the result first (a wrong
 result is reported as WRONG, never timed as if it were right), then time `repeats` runs
-with `time.perf_counter`; a kernelkit run ends with `kk.synchronize(backend)`, so the time
+(in the full suite, as many more as fill a quarter of a second) with
+`time.perf_counter`; a kernelkit run ends with `kk.synchronize(backend)`, so the time
 covers the work, not only the asynchronous launch. Kernel cases alternate kernelkit and
 its peers for a few rounds and pool the samples (a shared machine's load bursts then hit
 both sides alike). The table, the ratios and the targets use the median of the samples:
@@ -72,20 +73,21 @@ class Sizes:
     matmul: int           # edge of the square matrices; a multiple of kernels.TILE
     reduction: int        # elements
     launches: int         # back-to-back launches per launch-overhead sample
-    repeats: int          # timed runs per kernel case
+    repeats: int          # timed runs per kernel case, at least
     process_repeats: int  # fresh interpreters per process case
     calls: int = 1        # launches per timed run of a memory-bound case, then one wait
                           # (on a GPU a wait costs a few percent of a launch)
+    seconds: float = 0.0  # and as many more as fill this time, up to `MOST_REPEATS`
 
 
 FULL = Sizes(saxpy=10_000_000, stencil=4096, matmul=1024, reduction=10_000_000,
-             launches=10_000, repeats=10, process_repeats=5)
+             launches=10_000, repeats=10, process_repeats=5, seconds=0.25)
 QUICK = Sizes(saxpy=1_000_000, stencil=1024, matmul=256, reduction=1_000_000,
               launches=1_000, repeats=3, process_repeats=2)
 # On a GPU the arrays are larger than its last-level cache (50 MB on an H100), so that
 # memory-bound cases measure memory, not the cache.
 GPU_FULL = Sizes(saxpy=1 << 27, stencil=4096, matmul=2048, reduction=1 << 26,
-                 launches=10_000, repeats=10, process_repeats=3, calls=10)
+                 launches=10_000, repeats=10, process_repeats=3, calls=10, seconds=0.25)
 GPU_QUICK = Sizes(saxpy=1 << 22, stencil=1024, matmul=512, reduction=1 << 22,
                   launches=1_000, repeats=3, process_repeats=2, calls=10)
 
@@ -206,12 +208,16 @@ class FasterThanPeersTarget:
 # Timing helpers
 
 
-def measure(run: Callable[[], object], repeats: int, calls: int = 1) -> Timing:
-    """Time `repeats` runs of `run` after one untimed warm-up run (compilation, first-touch
-    page faults); each run makes `calls` calls, and the timing is per call. A short pause
-    first lets threads of the previous measurement go idle (OpenMP workers spin for a
-    while after their last parallel loop)."""
+def measure(run: Callable[[], object], sizes: Sizes, calls: int = 1) -> Timing:
+    """Time `sizes.repeats` runs of `run` after one untimed warm-up run (compilation,
+    first-touch page faults), or more: as many as the warm-up's time says fill
+    `sizes.seconds`, up to `MOST_REPEATS`. Each run makes `calls` calls, and the timing
+    is per call. A short pause first lets threads of the previous measurement go idle
+    (OpenMP workers spin for a while after their last parallel loop)."""
+    start = time.perf_counter()
     run()
+    warm_up = time.perf_counter() - start
+    repeats = max(sizes.repeats, min(MOST_REPEATS, int(sizes.seconds / max(warm_up, 1e-9))))
     time.sleep(0.05)
     samples = []
     for _ in range(repeats):
@@ -219,6 +225,13 @@ def measure(run: Callable[[], object], repeats: int, calls: int = 1) -> Timing:
         run()
         samples.append((time.perf_counter() - start) / calls)
     return Timing.from_samples(samples)
+
+
+MOST_REPEATS = 200
+"""Timed runs of one side in one round, at most (`Sizes.seconds`). On a shared machine
+the median of ten runs of a few milliseconds is that of a burst of load: the full
+suite's 10M-element saxpy measured 0.86-1.27x of Numba in six runs of ten runs a round,
+0.99-1.05x in four of a hundred."""
 
 
 ROUNDS = 3
@@ -275,7 +288,7 @@ def measure_peers(ctx: Context, operation: str, host_inputs: tuple, calls: int =
                 function(*inputs)
             peer.synchronize()
 
-        timings[peer.name] = measure(run, ctx.sizes.repeats, calls)
+        timings[peer.name] = measure(run, ctx.sizes, calls)
     return timings
 
 
@@ -345,7 +358,7 @@ def _memory_bound_case(ctx: Context, size: str, operation: str, launch, outputs_
                 launch(*arguments, ndrange=ndrange)
             kk.synchronize(ctx.backend)
 
-        return measure(run, ctx.sizes.repeats, calls), correct
+        return measure(run, ctx.sizes, calls), correct
 
     measurement = measure_case(size, kernelkit_side, peers=lambda: measure_peers(
         ctx, operation, peer_inputs, calls=calls))
@@ -471,7 +484,7 @@ def device_copy_bandwidth(ctx: Context) -> float:
             kk.copyto(destination, source)
         kk.synchronize(ctx.backend)
 
-    return 2 * 4 * n / measure(run, ctx.sizes.repeats, calls).median
+    return 2 * 4 * n / measure(run, ctx.sizes, calls).median
 
 
 def _bench_matmul(ctx: Context, kernel) -> Measurement:
@@ -493,7 +506,7 @@ def _bench_matmul(ctx: Context, kernel) -> Measurement:
             kk.synchronize(ctx.backend)
 
         run()
-        return measure(run, ctx.sizes.repeats), agrees(kk.to_numpy(c), expected, rtol=1e-4)
+        return measure(run, ctx.sizes), agrees(kk.to_numpy(c), expected, rtol=1e-4)
 
     c_host = np.zeros((edge, edge), dtype=np.float32)
     return measure_case(f"{edge}x{edge}", kernelkit_side,
@@ -518,7 +531,7 @@ def _sum_case(ctx: Context, runner) -> Measurement:
     def kernelkit_side() -> tuple[Timing, bool]:
         run = runner(kk.to_backend(ctx.backend, x_host), n)
         correct = abs(run() - expected) <= 1e-4 * expected
-        return measure(run, ctx.sizes.repeats), correct
+        return measure(run, ctx.sizes), correct
 
     return measure_case(f"{n:,}", kernelkit_side,
                         peers=lambda: measure_peers(ctx, "total", (x_host,)))
@@ -608,7 +621,7 @@ def saxpy_of_size(n: int) -> Callable[[Context], Measurement]:
                     launch(y, a, x, ndrange=n)
                     kk.synchronize(ctx.backend)
 
-            return measure(run, ctx.sizes.repeats, calls), correct
+            return measure(run, ctx.sizes, calls), correct
 
         return measure_case(f"{n:,}", kernelkit_side, peers=lambda: measure_peers(
             ctx, "saxpy", (y_host.copy(), a, x_host), calls=calls))
@@ -629,7 +642,7 @@ def bench_launch_overhead(ctx: Context) -> Measurement:
 
         run()
         correct = float(kk.to_numpy(a)[0]) == launches
-        return measure(run, ctx.sizes.repeats, calls=launches), correct
+        return measure(run, ctx.sizes, calls=launches), correct
 
     peers = measure_peers(ctx, "increment", (np.zeros(1, np.float32),), calls=launches)
     return measure_case(f"{launches:,} launches", kernelkit_side, peers=peers)
@@ -774,7 +787,7 @@ def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1)
                 autodiff(Reverse, launch, *activities, ndrange=ndrange)
             kk.synchronize(ctx.backend)
 
-        return measure(run, ctx.sizes.repeats, calls), correct
+        return measure(run, ctx.sizes, calls), correct
 
     def primal() -> dict[str, Timing | None]:
         arguments, ndrange = primal_state["arguments"], primal_state["ndrange"]
@@ -784,7 +797,7 @@ def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1)
                 launch(*arguments, ndrange=ndrange)
             kk.synchronize(ctx.backend)
 
-        return {"primal": measure(run, ctx.sizes.repeats, calls)}
+        return {"primal": measure(run, ctx.sizes, calls)}
 
     return measure_case(size, kernelkit_side, peers=primal)
 
@@ -945,7 +958,7 @@ def bench_grad_sin_x(ctx: Context) -> Measurement:
             return dx
 
         correct = agrees(kk.to_numpy(gradient()), expected, rtol=1e-6)
-        return measure(gradient, ctx.sizes.repeats), correct
+        return measure(gradient, ctx.sizes), correct
 
     peers, states = [peer_class(gpu=gpu) for peer_class in GRADIENT_PEERS], {}
     for peer in peers:
@@ -966,7 +979,7 @@ def bench_grad_sin_x(ctx: Context) -> Measurement:
 
     def measure_peers_ad() -> dict[str, Timing | None]:
         return {peer.name: (measure(lambda p=peer: p.gradient(states[p.name]),
-                                    ctx.sizes.repeats) if peer.name in states else None)
+                                    ctx.sizes) if peer.name in states else None)
                 for peer in peers}
 
     return measure_case(f"{n:,}", kernelkit_side, peers=measure_peers_ad)

@@ -6,6 +6,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -170,3 +171,17 @@ def test_the_benchmark_plot_without_matplotlib_says_what_to_install_before_timin
     errors = capsys.readouterr().err
     assert "--plot needs matplotlib: pip install kernelkit[examples]" in errors
     assert "running saxpy" not in errors
+
+
+def test_a_benchmark_side_runs_as_often_as_fills_its_seconds(benchmark_suite):
+    runs = []
+    quick = benchmark_suite.dataclasses.replace(benchmark_suite.FULL, seconds=0.0)
+    timing = benchmark_suite.measure(lambda: runs.append(1), quick)
+    assert len(runs) == 1 + quick.repeats == 1 + len(timing.samples)   # the warm-up first
+    runs.clear()
+    timing = benchmark_suite.measure(lambda: runs.append(1), benchmark_suite.FULL)
+    assert len(timing.samples) == benchmark_suite.MOST_REPEATS   # (a run of microseconds)
+    runs.clear()
+    long = benchmark_suite.dataclasses.replace(benchmark_suite.FULL, seconds=0.05)
+    timing = benchmark_suite.measure(lambda: time.sleep(0.01) or runs.append(1), long)
+    assert len(timing.samples) == long.repeats   # 5 of 10 ms fill the seconds: the least
