@@ -29,6 +29,7 @@ import struct
 import sys
 import threading
 import time
+from array import array
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -51,7 +52,7 @@ from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 from . import argument_checks, fault
 from .calls import SMALL_INT, untyped
 from .fault import running
-from .work_sharing import Mailbox
+from .work_sharing import STATE_WORDS, Mailbox
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
 _INLINE_ITEMS = 1 << 14          # a first launch this small starts on the calling thread
@@ -92,9 +93,12 @@ _SERVE_CYCLES = 1_300_000
 _LED_SECONDS = 8e-6
 _TIMED_LEADS = 8   # one led launch in this many is timed (and updates the estimate)
 _PROBED_SECONDS = 2 * _LED_SECONDS
-"""A timed led launch estimated to take less than this on one thread runs on the
-calling thread alone instead (`_Device.lead`): where sharing is not worth it, its time
-shared (the hand-over included, some microseconds) would make the estimate say it is."""
+_PROBED_LEADS = 64
+"""One led launch in _PROBED_LEADS estimated to take less than _PROBED_SECONDS on one
+thread runs on the calling thread alone instead, timed (`_Device.lead`): where sharing
+is not worth it, its time shared (the hand-over included, some microseconds) would make
+the estimate say it is. Not more often: a launch worth sharing runs slower so (a
+100k-element saxpy, 12 us alone and 7 us shared, is near the line on 2 cores)."""
 _LED_CHUNK_SECONDS = 5e-7
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
 _WAKE_CYCLES = 260_000  # about 0.1 ms: how long the waking thread waits for one to watch
@@ -120,8 +124,6 @@ class PreparedKernel:
     uses_print: bool
     debug: bool
     description: ctypes.Array  # the kernel's name and file, for the fault handler
-    seconds_per_group: float = 0.0   # measured on earlier launches; 0: not yet
-    leads: int = 0            # how many of its launches were led (`_Device.lead`)
     geometry: dict = field(default_factory=dict)  # ndrange -> (header, groups, items)
     # Where the kernel does not observe its work-groups: whether a launch's rows are long
     # -> (the same kernel compiled for the CPU's group shape, that shape)
@@ -130,10 +132,37 @@ class PreparedKernel:
     fire: object = None       # its `fast_launcher`, once made; False: it has none
     described: int = field(init=False, default=0)   # the description's address
     entry: int = field(init=False, default=0)       # the group function's address
+    # What the native calls that run a fast launch read and keep (`work_sharing.STATE_WORDS`),
+    # with its estimate and its count of led launches, and the address of its first word
+    state: array = field(init=False, repr=False)
+    state_address: int = field(init=False, default=0)
 
     def __post_init__(self):
         self.described = ctypes.addressof(self.description)
         self.entry = ctypes.cast(self.function, ctypes.c_void_p).value
+        self.state = array("d", [0.0, 0.0, self.described, ctypes.addressof(running), 0.0,
+                                 _LED_CHUNK_SECONDS, _PROBED_SECONDS, _TIMED_LEADS,
+                                 _PROBED_LEADS])
+        assert len(self.state) == STATE_WORDS
+        self.state_address = self.state.buffer_info()[0]
+
+    @property
+    def seconds_per_group(self) -> float:
+        """Measured on earlier launches; 0: not yet."""
+        return self.state[0]
+
+    @seconds_per_group.setter
+    def seconds_per_group(self, seconds: float) -> None:
+        self.state[0] = seconds
+
+    @property
+    def leads(self) -> int:
+        """How many of its launches were led (`_Device.lead`)."""
+        return int(self.state[1])
+
+    @leads.setter
+    def leads(self, count: int) -> None:
+        self.state[1] = count
 
 
 def default_threads() -> int:
@@ -430,7 +459,7 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                  "run": backend.run_groups, "prepared": prepared, "runtime": sys.modules[__name__],
                  "device": device, "mailbox": device.mailbox, "running": running,
                  "described": prepared.described, "clock": time.perf_counter, "struct": struct,
-                 "folded": _folded,
+                 "folded": _folded, "estimates": prepared.state, "state": prepared.state_address,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
@@ -469,6 +498,7 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
         device.mailbox.prepare()
         if device.mailbox.matches is None:
             fingerprint = None   # (the object layout is known, but compiled without it)
+        prepared.state[4] = backend.threads - 1   # the workers a launch of it may have
     checked = f"if not ({' and '.join(checks) or 'True'}):\n"
     if fingerprint is not None:
         # (the fingerprint has the scalars' addresses: the record keeps the objects)
@@ -518,6 +548,8 @@ def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
     def attempt(otherwise: str) -> str:
         """Lines that run the launch of `record`, or `otherwise` where the arguments
         differ from its fingerprint."""
+        if _device.mailbox.lead_timed is not None:
+            return timed_attempt(otherwise)
         lead = (f"            if estimate < runtime._JOINED_SECONDS:\n"
                 f"                led = device.lead(prepared, packed, total, {backend.threads},\n"
                 f"                                  args, fingerprint)\n"
@@ -538,6 +570,36 @@ def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
                 f"                seconds = clock() - start\n"
                 f"                prepared.seconds_per_group = \\\n"
                 f"                    folded(prepared.seconds_per_group, seconds / total)\n"
+                f"{printed}"
+                f"                return True\n"
+                f"{lead}"
+                f"        if not mailbox.matches(args, fingerprint):\n"
+                f"            {otherwise}\n"
+                f"        run(prepared, packed, total, items, args)\n"
+                f"        return True\n")
+
+    def timed_attempt(otherwise: str) -> str:
+        """As `attempt`, where the mailbox's timed calls keep the kernel's books
+        natively (`estimates` is its state, `state` the state's address)."""
+        lead = (f"            if estimate < runtime._JOINED_SECONDS and "
+                f"device.sleeping < len(device.workers):\n"
+                f"                led = mailbox.lead_timed(args, fingerprint, packed, total, "
+                f"state)\n"
+                f"                if led > 0:\n"
+                f"{printed and '    ' + printed}"
+                f"                    if led == 2:   # (see `_Device.lead`)\n"
+                f"                        device.separate()\n"
+                f"                    return True\n"
+                f"                if led < 0:\n"
+                f"                    {otherwise}\n") if backend.threads > 1 else ""
+        return (f"        fingerprint = record[1]\n"
+                f"        packed, total, items = record[-1]\n"
+                f"        estimate = estimates[0] * total\n"
+                f"        if estimate and not device.queue:\n"
+                f"            if estimate < runtime._LED_SECONDS:\n"
+                f"                if not mailbox.call_timed(args, fingerprint, packed, total,\n"
+                f"                                          state):\n"
+                f"                    {otherwise}\n"
                 f"{printed}"
                 f"                return True\n"
                 f"{lead}"
@@ -833,7 +895,7 @@ class _Device:
         running[0] = prepared.described   # for the fault handler (`fault.py`)
         prepared.leads += 1
         timed = not prepared.leads % _TIMED_LEADS
-        if timed and per_group * groups < _PROBED_SECONDS:
+        if not prepared.leads % _PROBED_LEADS and per_group * groups < _PROBED_SECONDS:
             # Near the line between running here and leading: time this one on this
             # thread alone (a led launch's time, the sharing included, would keep
             # such a launch led).

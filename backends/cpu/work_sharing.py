@@ -50,6 +50,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import struct
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -352,6 +353,191 @@ differs:
 """
 
 
+
+# Where the system has CLOCK_MONOTONIC (Linux): the calls that run a fast launch and keep
+# its kernel's books, `call_timed` and `lead_timed` (see `Mailbox`). A kernel's state is
+# STATE_WORDS doubles.
+_TIMED = """
+declare i32 @clock_gettime(i32, ptr) nounwind
+
+define private double @now() nounwind {
+start:
+  %spec = alloca [2 x i64], align 8
+  %ignored = call i32 @clock_gettime(i32 1, ptr %spec)
+  %seconds = load i64, ptr %spec, align 8
+  %nanoseconds.word = getelementptr i64, ptr %spec, i64 1
+  %nanoseconds = load i64, ptr %nanoseconds.word, align 8
+  %whole = sitofp i64 %seconds to double
+  %part = sitofp i64 %nanoseconds to double
+  %fraction = fmul double %part, 1.0e-9
+  %time = fadd double %whole, %fraction
+  ret double %time
+}
+
+define private double @word(ptr %state, i64 %index) alwaysinline nounwind {
+start:
+  %address = getelementptr double, ptr %state, i64 %index
+  %value = load double, ptr %address, align 8
+  ret double %value
+}
+
+; the estimate after a run that took %per.group a group (runtime._folded)
+define private void @fold(ptr %state, double %per.group) nounwind {
+start:
+  %estimate = load double, ptr %state, align 8
+  %none = fcmp oeq double %estimate, 0.0
+  %limit = fmul double %estimate, 4.0
+  %over = fcmp ogt double %per.group, %limit
+  %clipped = select i1 %over, double %limit, double %per.group
+  %kept = fmul double %estimate, 0.75
+  %added = fmul double %clipped, 0.25
+  %sum = fadd double %kept, %added
+  %folded = select i1 %none, double %per.group, double %sum
+  store double %folded, ptr %state, align 8
+  ret void
+}
+
+define private void @say_running(ptr %state) alwaysinline nounwind {
+start:
+  %described.value = call double @word(ptr %state, i64 2)
+  %described = fptoui double %described.value to i64
+  %slot.value = call double @word(ptr %state, i64 3)
+  %slot.address = fptoui double %slot.value to i64
+  %slot = inttoptr i64 %slot.address to ptr
+  store volatile i64 %described, ptr %slot, align 8
+  ret void
+}
+
+; runs every group on this thread, timed
+define private void @run_timed(ptr %fingerprint, ptr %record, i64 %groups, ptr %state)
+    nounwind {
+start:
+  call void @say_running(ptr %state)
+  %entry.word = getelementptr ptr, ptr %fingerprint, i64 1
+  %entry = load ptr, ptr %entry.word, align 8
+  %start.time = call double @now()
+  call void %entry(ptr %record, i64 0, i64 %groups)
+  %end.time = call double @now()
+  %took = fsub double %end.time, %start.time
+  %count = sitofp i64 %groups to double
+  %per.group = fdiv double %took, %count
+  call void @fold(ptr %state, double %per.group)
+  ret void
+}
+
+; 1 where it ran every group on this thread, timed, 0 where the arguments differ
+define i64 @kernelkit_call_timed(ptr %args, ptr %fingerprint, ptr %record, i64 %groups,
+                                 i64 %state.address) nounwind {
+start:
+  %state = inttoptr i64 %state.address to ptr
+  %same = call i1 @matches(ptr %args, ptr %fingerprint)
+  br i1 %same, label %call, label %differs
+call:
+  call void @run_timed(ptr %fingerprint, ptr %record, i64 %groups, ptr %state)
+  ret i64 1
+differs:
+  ret i64 0
+}
+
+; -2 where the arguments differ (nothing counted), else 1 where it led the launch (or
+; ran it here: a probe), 2 where it did and the worker that watched took no group and
+; last ran on this core, 0 where it did not lead (another thread leads, or the groups
+; are too few or too many)
+define i64 @kernelkit_lead_timed(ptr %args, ptr %fingerprint, ptr %record, i64 %groups,
+                                 i64 %state.address) nounwind {
+start:
+  %state = inttoptr i64 %state.address to ptr
+  %several = icmp sgt i64 %groups, 1
+  %small = icmp slt i64 %groups, 2147483648
+  %fits = and i1 %several, %small
+  br i1 %fits, label %check, label %declined
+check:
+  %same = call i1 @matches(ptr %args, ptr %fingerprint)
+  br i1 %same, label %count, label %different
+count:
+  %per.group = call double @word(ptr %state, i64 0)
+  %leads.value = call double @word(ptr %state, i64 1)
+  %leads.before = fptoui double %leads.value to i64
+  %leads = add i64 %leads.before, 1
+  %leads.after = uitofp i64 %leads to double
+  %leads.word = getelementptr double, ptr %state, i64 1
+  store double %leads.after, ptr %leads.word, align 8
+  %count.groups = sitofp i64 %groups to double
+  %estimate = fmul double %per.group, %count.groups
+  %probed.every.value = call double @word(ptr %state, i64 8)
+  %probed.every = fptoui double %probed.every.value to i64
+  %probed.turn = urem i64 %leads, %probed.every
+  %probed.now = icmp eq i64 %probed.turn, 0
+  %probed.seconds = call double @word(ptr %state, i64 6)
+  %near = fcmp olt double %estimate, %probed.seconds
+  %probe = and i1 %probed.now, %near
+  br i1 %probe, label %probing, label %lead
+probing:
+  call void @run_timed(ptr %fingerprint, ptr %record, i64 %groups, ptr %state)
+  ret i64 1
+lead:
+  call void @say_running(ptr %state)
+  %timed.every.value = call double @word(ptr %state, i64 7)
+  %timed.every = fptoui double %timed.every.value to i64
+  %timed.turn = urem i64 %leads, %timed.every
+  %timed = icmp eq i64 %timed.turn, 0
+  %chunk.seconds = call double @word(ptr %state, i64 5)
+  %chunk.groups = fdiv double %chunk.seconds, %per.group
+  %chunk.whole = fptoui double %chunk.groups to i64
+  %chunk.more = add i64 %chunk.whole, 1
+  %chunk.over = icmp sgt i64 %chunk.more, %groups
+  %chunk = select i1 %chunk.over, i64 %groups, i64 %chunk.more
+  %helpers.value = call double @word(ptr %state, i64 4)
+  %helpers = fptoui double %helpers.value to i64
+  %start.time = call double @now()
+  %ran = call i64 @kernelkit_lead(ptr %fingerprint, ptr %record, i64 0, i64 %groups,
+                                  i64 %chunk, i64 %helpers)
+  %not.led = icmp slt i64 %ran, 0
+  br i1 %not.led, label %declined, label %led
+led:
+  %some = icmp sgt i64 %ran, 0
+  %fold.now = and i1 %timed, %some
+  br i1 %fold.now, label %folding, label %placed
+folding:
+  %end.time = call double @now()
+  %took = fsub double %end.time, %start.time
+  %count.ran = sitofp i64 %ran to double
+  %per.group.ran = fdiv double %took, %count.ran
+  call void @fold(ptr %state, double %per.group.ran)
+  br label %placed
+placed:
+  %all = icmp eq i64 %ran, %groups
+  %mailbox = load ptr, ptr %fingerprint, align 8
+  %watching.word = getelementptr i64, ptr %mailbox, i64 12
+  %watching = load atomic i64, ptr %watching.word seq_cst, align 8
+  %watched = icmp ne i64 %watching, 0
+  %core.word = getelementptr i64, ptr %mailbox, i64 14
+  %core.there = load atomic i64, ptr %core.word seq_cst, align 8
+  %here = call i64 @core()
+  %known = icmp ne i64 %here, -1
+  %same.core = icmp eq i64 %core.there, %here
+  %waits.a = and i1 %all, %watched
+  %waits.b = and i1 %known, %same.core
+  %waits = and i1 %waits.a, %waits.b
+  %answer = select i1 %waits, i64 2, i64 1
+  ret i64 %answer
+declined:
+  ret i64 0
+different:
+  ret i64 -2
+}
+"""
+
+STATE_WORDS = 9
+"""A kernel's state for `call_timed` and `lead_timed`, doubles: 0 its estimate of the
+seconds a group takes (0: none yet), 1 how many of its launches were led, 2 the address
+of its description and 3 the slot that names the running kernel (`fault.running`), 4 the
+workers a launch may have (its threads less 1); then the launcher's policy
+(`runtime`'s): 5 the seconds of a led chunk, 6 and 8: one led launch in every [8]
+estimated under [6] seconds is run on the calling thread alone, timed, 7 one led launch
+in this many is timed."""
+
+
 @dataclass(frozen=True)
 class _Functions:
     lead: object
@@ -361,9 +547,14 @@ class _Functions:
     matches: object
     lead_if_same: object
     call_if_same: object
+    # builtins (`calls.fast_call_function`); None where those are not, or the system has no
+    # CLOCK_MONOTONIC
+    call_timed: object
+    lead_timed: object
 
 
 _CHECKED_CALLS = (("matches", "ob"), ("lead_if_same", "obbiiii"), ("call_if_same", "obbii"))
+_TIMED_CALLS = (("call_timed", "obbii"), ("lead_timed", "obbii"))
 """The checked calls and their arguments' kinds (`calls.fast_call_source`): the tuple of
 arguments, the fingerprint, the record, then ints."""
 
@@ -375,21 +566,24 @@ def _compiled() -> _Functions:
     from .target import with_relax
     matches = argument_checks.matches_definition()
     fast = matches is not None and C_API is not None
+    timed = fast and sys.platform.startswith("linux")
     source = with_relax(_SOURCE) + (_CHECKED + matches if matches else "")
+    calls = _CHECKED_CALLS + (_TIMED_CALLS if timed else ())
     if fast:
-        source += FAST_CALL_DECLARATIONS + "".join(
+        source += (_TIMED if timed else "") + FAST_CALL_DECLARATIONS + "".join(
             fast_call_source(f"kernelkit_fast_{name}", f"kernelkit_{name}", kinds)
-            for name, kinds in _CHECKED_CALLS)
+            for name, kinds in calls)
     functions = host_functions(source, C_API if fast else {})   # from the disk cache, once there
     lead = functions["kernelkit_lead"]
     if fast:
-        checked = {name: fast_call_function(functions[f"kernelkit_fast_{name}"], name)
-                   for name, _ in _CHECKED_CALLS}
+        made = {name: fast_call_function(functions[f"kernelkit_fast_{name}"], name)
+                for name, _ in calls}
     else:
-        checked = {name: checked_function(functions[f"kernelkit_{name}"], len(kinds) - 1)
-                   if matches else None for name, kinds in _CHECKED_CALLS}
+        made = {name: checked_function(functions[f"kernelkit_{name}"], len(kinds) - 1)
+                if matches else None for name, kinds in _CHECKED_CALLS}
+    made = {name: made.get(name) for name, _ in _CHECKED_CALLS + _TIMED_CALLS}
     return _Functions(untyped(lead, _LEAD(lead), ctypes.c_int64),
-                      _SERVE(functions["kernelkit_serve"]), **checked)
+                      _SERVE(functions["kernelkit_serve"]), **made)
 
 
 def checked_function(address: int, parameters: int):
@@ -425,7 +619,14 @@ class Mailbox:
     `matches(args, fingerprint)` (1 or 0), `lead_if_same(args, fingerprint, record,
     first, end, chunk, helpers)` (as `lead`, or -2 where they differ) and
     `call_if_same(args, fingerprint, record, first, end)` (runs the groups on this
-    thread: 1, or 0 where they differ); else these are None."""
+    thread: 1, or 0 where they differ); else these are None. Where those are builtins
+    and the system has CLOCK_MONOTONIC, it also has the two that run a fast launch and
+    keep its kernel's books in the kernel's `state` (`STATE_WORDS` doubles at the
+    address `state`): `call_timed(args, fingerprint, record, groups, state)` (as
+    `call_if_same` over every group, timed: the estimate folded as `runtime._folded`
+    does) and `lead_timed(args, fingerprint, record, groups, state)` (as
+    `runtime._Device.lead`, once the caller has seen the device idle and a worker
+    awake; see `_TIMED`); else they are None."""
 
     def __init__(self):
         whole = np.zeros(MAILBOX_WORDS + 8, np.int64)
@@ -434,6 +635,7 @@ class Mailbox:
         self.address = self.words.ctypes.data
         self._lead = self._serve = None
         self.matches = self.lead_if_same = self.call_if_same = None
+        self.call_timed = self.lead_timed = None
         self._keys: dict[int, bytes] = {}   # entry point -> what `lead` passes
         self.ready = False   # whether the functions are compiled
 
@@ -493,4 +695,5 @@ class Mailbox:
         self._lead, self._serve = functions.lead, functions.serve
         self.matches, self.lead_if_same, self.call_if_same = \
             functions.matches, functions.lead_if_same, functions.call_if_same
+        self.call_timed, self.lead_timed = functions.call_timed, functions.lead_timed
         self.ready = True

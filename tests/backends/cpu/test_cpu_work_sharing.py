@@ -50,6 +50,14 @@ def counting_leads(monkeypatch, device) -> list:
         count[0] += bool(led)
         return led
     monkeypatch.setattr(device, "lead", counting)
+    device.mailbox.prepare()
+    lead_timed = device.mailbox.lead_timed
+    if lead_timed is not None:   # a fast launch leads through it, not `device.lead`
+        def counting_timed(*args):
+            led = lead_timed(*args)
+            count[0] += led > 0
+            return led
+        monkeypatch.setattr(device.mailbox, "lead_timed", counting_timed)
     monkeypatch.setattr(runtime, "_SERVE_CYCLES", 10**13)
     monkeypatch.setattr(runtime, "_JOINED_SECONDS", 10.0)
     return count
@@ -552,8 +560,10 @@ def test_a_launch_another_thread_makes_while_one_is_led_runs_beside_it(led_count
         wait_for_flag(backend, 64)(flag, spins, seen, ndrange=n)
     kk.synchronize(backend)
     flag[0] = 0
-    # (a fast launch leads through `lead_if_same`, which checks its arguments first)
-    leads = {name: getattr(device.mailbox, name) for name in ("lead", "lead_if_same")
+    # (a fast launch leads through `lead_timed` or `lead_if_same`, which check its
+    # arguments first)
+    leads = {name: getattr(device.mailbox, name) for name in ("lead", "lead_if_same",
+                                                               "lead_timed")
              if getattr(device.mailbox, name) is not None}
     others = []
 
@@ -782,36 +792,93 @@ def test_one_slow_run_moves_a_kernels_estimate_little_and_slow_runs_in_a_row_muc
 
 
 @pytest.mark.parametrize("kernel", [step, step_and_say])
-def test_a_timed_launch_near_the_line_runs_on_the_calling_thread_alone(led_count, monkeypatch,
-                                                                      capfd, kernel):
+@pytest.mark.parametrize("same", [True, False], ids=["same-arguments", "new-arguments"])
+def test_a_probed_launch_near_the_line_runs_on_the_calling_thread_alone(led_count, monkeypatch,
+                                                                      capfd, kernel, same):
     # Led, the hand-over to the workers is part of its time; a launch that should run
-    # inline would look long enough to lead from then on.
+    # inline would look long enough to lead from then on. (With the arguments packed
+    # last, the fast launcher's books decide; with others, `_Device.lead`'s.)
     device = runtime._device
     backend = kk.CPU(threads=2)
     a = np.zeros(MID, np.int64)
     launch = kernel(backend, 256)
-    launch(a, 0, ndrange=MID)
+    steps = [1, 1] if same else [0]
+    for k in steps:   # the general launch, then the one that packs the record
+        launch(a, k, ndrange=MID)
     kk.synchronize(backend)
-    (prepared,) = [prepared for key, prepared in kernel._specializations.items()
-                   if key[0] is backend]
+    prepared = prepared_for(kernel, backend)
     groups = -(-MID // 256)
     near = 1.5 * runtime._LED_SECONDS / groups     # between leading and twice that
     monkeypatch.setattr(prepared, "seconds_per_group", near)
-    monkeypatch.setattr(prepared, "leads", runtime._TIMED_LEADS - 1)   # the next is timed
-    shared = []
-    for name in ("lead", "lead_if_same"):
-        function = getattr(device.mailbox, name)
-        monkeypatch.setattr(device.mailbox, name,
-                            lambda *args, function=function: shared.append(args) or
-                            function(*args))
-    led = led_count[0]
+    monkeypatch.setattr(prepared, "leads", runtime._PROBED_LEADS - 1)  # the next is probed
+    led, posts = led_count[0], int(device.mailbox.words[0])
     capfd.readouterr()
     launch(a, 1, ndrange=MID)
     kk.synchronize(backend)
-    assert led_count[0] == led + 1 and not shared
+    # (the mailbox's sequence counts the posts: a lead opens and closes it)
+    assert led_count[0] == led + 1 and device.mailbox.words[0] == posts
+    assert prepared.leads == runtime._PROBED_LEADS
     if kernel is step_and_say:   # what it printed is out once synchronized
         assert "said 1" in capfd.readouterr().out
     assert prepared.seconds_per_group != near      # timed on this thread alone
-    launch(a, 2, ndrange=MID)                        # the next one is led (not timed)
+    launch(a, 1, ndrange=MID)                        # the next one is led (not timed)
     kk.synchronize(backend)
-    np.testing.assert_array_equal(a, expected_after([0, 1, 2], MID))
+    assert device.mailbox.words[0] == posts + 2
+    np.testing.assert_array_equal(a, expected_after(steps + [1, 1], MID))
+
+
+def prepared_for(kernel, backend):
+    (prepared,) = [prepared for key, prepared in kernel._specializations.items()
+                   if key[0] is backend]
+    return prepared
+
+
+@kk.kernel
+def bump(a):
+    i = kk.index(kk.Global)
+    a[i] = a[i] + 1
+
+
+def test_a_short_fast_launch_folds_its_time_into_the_estimate(led_count):
+    # The fast launcher's books, kept natively (`Mailbox.call_timed`) or in Python.
+    backend = kk.CPU(threads=2)
+    a = np.zeros(1024, np.int64)
+    launch = bump(backend, 256)
+    for _ in range(2):   # the general launch, then the one that packs the record
+        launch(a, ndrange=1024)
+    prepared = prepared_for(bump, backend)
+    long = 0.9 * runtime._LED_SECONDS / 4   # run here, and far longer than it takes
+    prepared.seconds_per_group = long
+    launch(a, ndrange=1024)
+    assert 0.75 * long < prepared.seconds_per_group < 0.85 * long   # 3/4 old, 1/4 new
+    tiny = 1e-15                            # and far shorter: one run counts 4 times it
+    prepared.seconds_per_group = tiny
+    launch(a, ndrange=1024)
+    assert prepared.seconds_per_group == pytest.approx(1.75 * tiny)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(a, np.full(1024, 4))
+
+
+def test_a_led_fast_launch_counts_its_leads_and_times_one_in_timed_leads(led_count):
+    device = runtime._device
+    backend = kk.CPU(threads=2)
+    a = np.zeros(MID, np.int64)
+    launch = step(backend, 256)
+    for _ in range(2):   # the general launch, then the one that packs the record
+        launch(a, 1, ndrange=MID)
+    kk.synchronize(backend)
+    prepared = prepared_for(step, backend)
+    groups = -(-MID // 256)
+    slow = 4 * runtime._PROBED_SECONDS / groups       # led, never probed
+    prepared.seconds_per_group = slow
+    prepared.leads = runtime._TIMED_LEADS             # the next is not timed
+    posts, led = int(device.mailbox.words[0]), led_count[0]
+    launch(a, 1, ndrange=MID)
+    assert prepared.leads == runtime._TIMED_LEADS + 1 and led_count[0] == led + 1
+    assert prepared.seconds_per_group == slow and device.mailbox.words[0] == posts + 2
+    prepared.leads = 2 * runtime._TIMED_LEADS - 1     # the next is timed
+    launch(a, 1, ndrange=MID)
+    assert prepared.leads == 2 * runtime._TIMED_LEADS and led_count[0] == led + 2
+    assert prepared.seconds_per_group != slow and device.mailbox.words[0] == posts + 4
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(a, expected_after([1] * 4, MID))
