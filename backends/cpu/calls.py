@@ -65,6 +65,8 @@ def _c_api() -> dict[str, int] | None:
     """The addresses of the C API functions a fast-call wrapper calls, by name; None on
     an interpreter without them (not CPython)."""
     api = getattr(ctypes, "pythonapi", None)
+    if ctypes.sizeof(ctypes.c_void_p) != 8:
+        return None   # (the wrappers pass the argument count as an i64)
     try:
         symbols = {name: ctypes.cast(getattr(api, name), ctypes.c_void_p).value
                    for name in _C_API + ("PyCFunction_NewEx",)}
@@ -144,6 +146,6 @@ def fast_call_function(address: int, name: str):
     `address`."""
     definition = _MethodDef(name.encode(), address, _METH_FASTCALL, None)
     _definitions.append(definition)
-    new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.py_object,
-                            ctypes.py_object)(C_API["PyCFunction_NewEx"])
-    return new(ctypes.addressof(definition), None, None)
+    new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_void_p)(C_API["PyCFunction_NewEx"])
+    return new(ctypes.addressof(definition), None, None)   # (no self, no module)

@@ -140,11 +140,16 @@ class PreparedKernel:
     def __post_init__(self):
         self.described = ctypes.addressof(self.description)
         self.entry = ctypes.cast(self.function, ctypes.c_void_p).value
-        self.state = array("d", [0.0, 0.0, self.described, ctypes.addressof(running), 0.0,
-                                 _LED_CHUNK_SECONDS, _PROBED_SECONDS, _TIMED_LEADS,
-                                 _PROBED_LEADS])
-        assert len(self.state) == STATE_WORDS
+        self.state = array("d", [0.0, 0.0, self.described, ctypes.addressof(running)] +
+                           [0.0] * (STATE_WORDS - 4))
         self.state_address = self.state.buffer_info()[0]
+        self.keep_policy(1)
+
+    def keep_policy(self, threads: int) -> None:
+        """Say in `state` what a fast launch of it on `threads` threads may do, as the
+        runtime's policy says now."""
+        self.state[4:] = array("d", [threads - 1, _LED_CHUNK_SECONDS, _PROBED_SECONDS,
+                                     _TIMED_LEADS, _PROBED_LEADS])
 
     @property
     def seconds_per_group(self) -> float:
@@ -498,7 +503,7 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
         device.mailbox.prepare()
         if device.mailbox.matches is None:
             fingerprint = None   # (the object layout is known, but compiled without it)
-        prepared.state[4] = backend.threads - 1   # the workers a launch of it may have
+        prepared.keep_policy(backend.threads)
     checked = f"if not ({' and '.join(checks) or 'True'}):\n"
     if fingerprint is not None:
         # (the fingerprint has the scalars' addresses: the record keeps the objects)
@@ -904,6 +909,7 @@ class _Device:
             else:
                 start = time.perf_counter()
                 if not mailbox.call_if_same(args, fingerprint, packed, 0, groups):
+                    prepared.leads -= 1   # (not a launch of these arguments)
                     return None
                 prepared.seconds_per_group = _folded(per_group,
                                                      (time.perf_counter() - start) / groups)
@@ -917,8 +923,11 @@ class _Device:
         else:
             ran = mailbox.lead_if_same(args, fingerprint, packed, 0, groups, chunk,
                                        threads - 1)
+        if ran == -2:
+            prepared.leads -= 1   # they differ: not a launch of these arguments
+            return None
         if ran < 0:
-            return None if ran == -2 else False   # they differ; another thread leads
+            return False   # another thread leads
         if timed and ran:
             # The leader ran chunks from the start until none was left (then waited
             # at most a chunk's time): its own time per group, as one of the threads.

@@ -374,17 +374,27 @@ start:
   ret double %time
 }
 
+; the state's words are read and written whole (another thread may launch the kernel)
 define private double @word(ptr %state, i64 %index) alwaysinline nounwind {
 start:
   %address = getelementptr double, ptr %state, i64 %index
-  %value = load double, ptr %address, align 8
+  %bits = load atomic i64, ptr %address monotonic, align 8
+  %value = bitcast i64 %bits to double
   ret double %value
+}
+
+define private void @set_word(ptr %state, i64 %index, double %value) alwaysinline nounwind {
+start:
+  %address = getelementptr double, ptr %state, i64 %index
+  %bits = bitcast double %value to i64
+  store atomic i64 %bits, ptr %address monotonic, align 8
+  ret void
 }
 
 ; the estimate after a run that took %per.group a group (runtime._folded)
 define private void @fold(ptr %state, double %per.group) nounwind {
 start:
-  %estimate = load double, ptr %state, align 8
+  %estimate = call double @word(ptr %state, i64 0)
   %none = fcmp oeq double %estimate, 0.0
   %limit = fmul double %estimate, 4.0
   %over = fcmp ogt double %per.group, %limit
@@ -393,7 +403,7 @@ start:
   %added = fmul double %clipped, 0.25
   %sum = fadd double %kept, %added
   %folded = select i1 %none, double %per.group, double %sum
-  store double %folded, ptr %state, align 8
+  call void @set_word(ptr %state, i64 0, double %folded)
   ret void
 }
 
@@ -418,10 +428,15 @@ start:
   %start.time = call double @now()
   call void %entry(ptr %record, i64 0, i64 %groups)
   %end.time = call double @now()
+  %some = icmp sgt i64 %groups, 0
+  br i1 %some, label %timed, label %done
+timed:
   %took = fsub double %end.time, %start.time
   %count = sitofp i64 %groups to double
   %per.group = fdiv double %took, %count
   call void @fold(ptr %state, double %per.group)
+  br label %done
+done:
   ret void
 }
 
@@ -453,15 +468,17 @@ start:
   br i1 %fits, label %check, label %declined
 check:
   %same = call i1 @matches(ptr %args, ptr %fingerprint)
-  br i1 %same, label %count, label %different
-count:
+  br i1 %same, label %measured, label %different
+measured:
   %per.group = call double @word(ptr %state, i64 0)
+  %estimated = fcmp ogt double %per.group, 0.0   ; (0: none yet)
+  br i1 %estimated, label %count, label %declined
+count:
   %leads.value = call double @word(ptr %state, i64 1)
   %leads.before = fptoui double %leads.value to i64
   %leads = add i64 %leads.before, 1
   %leads.after = uitofp i64 %leads to double
-  %leads.word = getelementptr double, ptr %state, i64 1
-  store double %leads.after, ptr %leads.word, align 8
+  call void @set_word(ptr %state, i64 1, double %leads.after)
   %count.groups = sitofp i64 %groups to double
   %estimate = fmul double %per.group, %count.groups
   %probed.every.value = call double @word(ptr %state, i64 8)
@@ -483,10 +500,14 @@ lead:
   %timed = icmp eq i64 %timed.turn, 0
   %chunk.seconds = call double @word(ptr %state, i64 5)
   %chunk.groups = fdiv double %chunk.seconds, %per.group
+  %chunk.fits = fcmp olt double %chunk.groups, %count.groups   ; (so it converts)
+  br i1 %chunk.fits, label %chunk.part, label %chunk.chosen
+chunk.part:
   %chunk.whole = fptoui double %chunk.groups to i64
   %chunk.more = add i64 %chunk.whole, 1
-  %chunk.over = icmp sgt i64 %chunk.more, %groups
-  %chunk = select i1 %chunk.over, i64 %groups, i64 %chunk.more
+  br label %chunk.chosen
+chunk.chosen:
+  %chunk = phi i64 [ %groups, %lead ], [ %chunk.more, %chunk.part ]
   %helpers.value = call double @word(ptr %state, i64 4)
   %helpers = fptoui double %helpers.value to i64
   %start.time = call double @now()
@@ -554,9 +575,9 @@ class _Functions:
 
 
 _CHECKED_CALLS = (("matches", "ob"), ("lead_if_same", "obbiiii"), ("call_if_same", "obbii"))
-_TIMED_CALLS = (("call_timed", "obbii"), ("lead_timed", "obbii"))
 """The checked calls and their arguments' kinds (`calls.fast_call_source`): the tuple of
 arguments, the fingerprint, the record, then ints."""
+_TIMED_CALLS = (("call_timed", "obbii"), ("lead_timed", "obbii"))
 
 
 @functools.lru_cache(maxsize=1)

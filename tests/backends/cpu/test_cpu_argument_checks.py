@@ -3,7 +3,9 @@
 arguments as packed last match their fingerprint; any change a kernel could see (another
 array, the same array resized, reshaped, restrided, retyped or made read-only, another
 scalar object, another count of arguments) does not."""
+import array
 import struct
+import types
 
 import numpy as np
 import pytest
@@ -152,3 +154,77 @@ def test_a_launch_whose_arguments_differ_runs_no_group(count_groups):
     assert mailbox.lead_if_same((y, y), packed, record, 0, 1000, 7, 0) == -2
     assert mailbox.matches((y, x), packed) == 1 and mailbox.matches((x, y), packed) == 0
     assert counter[0] == 1007
+
+
+@pytest.fixture
+def counted_launch(count_groups):
+    """A mailbox no worker watches, and what the timed calls take for a launch of the
+    counting function on (y, x): the fingerprint, the record, a state whose running
+    slot is a word of the test's own, and the counter."""
+    mailbox = Mailbox()
+    mailbox.prepare()
+    if mailbox.lead_timed is None:
+        pytest.skip("the timed calls need the C API and CLOCK_MONOTONIC")
+    y, x = np.zeros(10, np.float32), np.zeros(10, np.float32)
+    source = argument_checks.fingerprint_source(mailbox.address, count_groups, ["a0", "a1"],
+                                                [kind_of(y), kind_of(x)])
+    packed = eval(source, dict(a0=y, a1=x, args=(y, x), struct=struct,  # noqa: S307
+                               pointer=data_pointer, ndarray=np.ndarray, tuple=tuple))
+    counter, slot = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    # (estimate, leads, description, running slot, helpers, chunk seconds, probed
+    # seconds, timed leads, probed leads: `work_sharing.STATE_WORDS`)
+    state = array.array("d", [0.0, 0.0, 12345.0, slot.ctypes.data, 1, 5e-7, 1e-3, 8, 64])
+    return types.SimpleNamespace(mailbox=mailbox, args=(y, x), packed=packed,
+                                 record=struct.pack("=Q", counter.ctypes.data),
+                                 counter=counter, slot=slot, state=state,
+                                 address=state.buffer_info()[0])
+
+
+def test_a_timed_call_runs_every_group_and_folds_its_time(counted_launch):
+    launch = counted_launch
+    call = launch.mailbox.call_timed
+    assert call(launch.args, launch.packed, launch.record, 25, launch.address) == 1
+    assert launch.counter[0] == 25 and launch.slot[0] == 12345   # named for the handler
+    first = launch.state[0]
+    assert first > 0                                      # its first time is the estimate
+    launch.state[0] = 1e-15                               # one run counts 4 times it
+    assert call(launch.args, launch.packed, launch.record, 25, launch.address) == 1
+    assert launch.state[0] == pytest.approx(1.75e-15)
+    y, x = launch.args
+    assert call((x, y), launch.packed, launch.record, 25, launch.address) == 0
+    assert launch.counter[0] == 50 and launch.state[0] == pytest.approx(1.75e-15)
+
+
+def test_a_timed_lead_keeps_the_books_and_says_where_the_worker_waits(counted_launch):
+    launch = counted_launch
+    lead, words, state = launch.mailbox.lead_timed, launch.mailbox.words, launch.state
+
+    def led(groups, args=launch.args):
+        return lead(args, launch.packed, launch.record, groups, launch.address)
+
+    y, x = launch.args
+    assert led(1000) == 0 and state[1] == 0            # no estimate yet: not led
+    state[0] = 1e-5                                     # 10 ms: led
+    assert led(1, (x, y)) == 0 and led(2**31) == 0      # too few or too many groups
+    assert led(1000, (x, y)) == -2 and state[1] == 0    # other arguments: not counted
+    posts = int(words[0])
+    assert led(1000) == 1 and state[1] == 1 and launch.counter[0] == 1000
+    assert words[0] == posts + 2 and state[0] == 1e-5   # posted; not timed (1 in 8)
+    state[1] = 7
+    assert led(1000) == 1 and state[1] == 8 and state[0] != 1e-5   # timed
+    state[0], state[1] = 1e-7, 63                       # 100 us, under the probed 1 ms
+    assert led(1000) == 1 and words[0] == posts + 4     # probed: run here, not posted
+    assert state[1] == 64 and launch.counter[0] == 3000 and state[0] != 1e-7
+    # A worker watches (word 12) and last ran on this core (word 14), and ran nothing:
+    # the leader is to keep it off this core.
+    state[0] = 1e-5
+    words[12] = 1
+    for _ in range(20):   # (until this thread stays on one core for the call)
+        here = runtime._sched_getcpu()
+        words[14] = here
+        answer = led(1000)
+        if runtime._sched_getcpu() == here:
+            break
+    assert answer == 2
+    words[14] = -1 if here != -1 else 0                 # elsewhere, or nowhere known
+    assert led(1000) == 1

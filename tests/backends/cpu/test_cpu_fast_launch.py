@@ -30,9 +30,10 @@ def native_answers(request, monkeypatch):
         if getattr(mailbox, name) is None:
             continue   # (the timed calls, where the system has no CLOCK_MONOTONIC)
 
-        def checking(*args, native=getattr(mailbox, name), differs=differs):
+        def checking(*args, native=getattr(mailbox, name), differs=differs, name=name):
             answer = native(*args)
-            answers.append(answer != differs)
+            if not (name == "lead_timed" and answer == 0):   # (0: declined, unchecked)
+                answers.append(answer != differs)
             return answer
         monkeypatch.setattr(mailbox, name, checking)
     return answers

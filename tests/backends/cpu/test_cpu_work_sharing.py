@@ -813,8 +813,11 @@ def test_a_probed_launch_near_the_line_runs_on_the_calling_thread_alone(led_coun
     monkeypatch.setattr(prepared, "leads", runtime._PROBED_LEADS - 1)  # the next is probed
     led, posts = led_count[0], int(device.mailbox.words[0])
     capfd.readouterr()
+    answers = timed_answers(monkeypatch)
     launch(a, 1, ndrange=MID)
     kk.synchronize(backend)
+    if same and answers is not None:   # decided by the fast launcher's native books
+        assert answers == [("lead_timed", 1)]
     # (the mailbox's sequence counts the posts: a lead opens and closes it)
     assert led_count[0] == led + 1 and device.mailbox.words[0] == posts
     assert prepared.leads == runtime._PROBED_LEADS
@@ -833,13 +836,29 @@ def prepared_for(kernel, backend):
     return prepared
 
 
+def timed_answers(monkeypatch) -> list | None:
+    """[(name, answer)] of the mailbox's timed calls (`call_timed`, `lead_timed`) from
+    now on; None where it has none (the launcher keeps the books in Python)."""
+    mailbox = runtime._device.mailbox
+    if mailbox.lead_timed is None:
+        return None
+    answers = []
+    for name in ("call_timed", "lead_timed"):
+        def answering(*args, function=getattr(mailbox, name), name=name):
+            answer = function(*args)
+            answers.append((name, answer))
+            return answer
+        monkeypatch.setattr(mailbox, name, answering)
+    return answers
+
+
 @kk.kernel
 def bump(a):
     i = kk.index(kk.Global)
     a[i] = a[i] + 1
 
 
-def test_a_short_fast_launch_folds_its_time_into_the_estimate(led_count):
+def test_a_short_fast_launch_folds_its_time_into_the_estimate(led_count, monkeypatch):
     # The fast launcher's books, kept natively (`Mailbox.call_timed`) or in Python.
     backend = kk.CPU(threads=2)
     a = np.zeros(1024, np.int64)
@@ -849,7 +868,9 @@ def test_a_short_fast_launch_folds_its_time_into_the_estimate(led_count):
     prepared = prepared_for(bump, backend)
     long = 0.9 * runtime._LED_SECONDS / 4   # run here, and far longer than it takes
     prepared.seconds_per_group = long
+    answers = timed_answers(monkeypatch)
     launch(a, ndrange=1024)
+    assert answers is None or answers == [("call_timed", 1)]
     assert 0.75 * long < prepared.seconds_per_group < 0.85 * long   # 3/4 old, 1/4 new
     tiny = 1e-15                            # and far shorter: one run counts 4 times it
     prepared.seconds_per_group = tiny
@@ -859,7 +880,8 @@ def test_a_short_fast_launch_folds_its_time_into_the_estimate(led_count):
     np.testing.assert_array_equal(a, np.full(1024, 4))
 
 
-def test_a_led_fast_launch_counts_its_leads_and_times_one_in_timed_leads(led_count):
+def test_a_led_fast_launch_counts_its_leads_and_times_one_in_timed_leads(led_count,
+                                                                         monkeypatch):
     device = runtime._device
     backend = kk.CPU(threads=2)
     a = np.zeros(MID, np.int64)
@@ -873,7 +895,9 @@ def test_a_led_fast_launch_counts_its_leads_and_times_one_in_timed_leads(led_cou
     prepared.seconds_per_group = slow
     prepared.leads = runtime._TIMED_LEADS             # the next is not timed
     posts, led = int(device.mailbox.words[0]), led_count[0]
+    answers = timed_answers(monkeypatch)
     launch(a, 1, ndrange=MID)
+    assert answers is None or [(name, led > 0) for name, led in answers] == [("lead_timed", True)]
     assert prepared.leads == runtime._TIMED_LEADS + 1 and led_count[0] == led + 1
     assert prepared.seconds_per_group == slow and device.mailbox.words[0] == posts + 2
     prepared.leads = 2 * runtime._TIMED_LEADS - 1     # the next is timed
