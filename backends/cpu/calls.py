@@ -64,15 +64,13 @@ class _MethodDef(ctypes.Structure):
 def _c_api() -> dict[str, int] | None:
     """The addresses of the C API functions a fast-call wrapper calls, by name; None on
     an interpreter without them (not CPython)."""
-    api = getattr(ctypes, "pythonapi", None)
     if ctypes.sizeof(ctypes.c_void_p) != 8:
         return None   # (the wrappers pass the argument count as an i64)
+    from kernelkit.compiler.native import python_api
     try:
-        symbols = {name: ctypes.cast(getattr(api, name), ctypes.c_void_p).value
-                   for name in _C_API + ("PyCFunction_NewEx",)}
-    except AttributeError:
+        return python_api(*_C_API, "PyCFunction_NewEx")
+    except AttributeError:   # (no ctypes.pythonapi, or not these functions)
         return None
-    return symbols
 
 
 C_API = _c_api()

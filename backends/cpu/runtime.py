@@ -404,6 +404,14 @@ class CPU(Backend):
         It knows the ndranges `launch` has launched `prepared` over (`prepared.geometry`);
         any other goes through `launch` first."""
         if prepared.fire is None:
+            mailbox = _device.mailbox
+            if not mailbox.ready and not mailbox.preparing:
+                # The process's first: the mailbox's functions (which its fast launcher
+                # calls) are compiled meanwhile, while this launch takes the general
+                # path; the next one waits for them (tens of milliseconds with an empty
+                # disk cache, as long as the kernel's own compilation).
+                mailbox.prepare_soon()
+                return None
             prepared.fire = _fast_launcher(self, prepared, args) or False
         return prepared.fire or None
 

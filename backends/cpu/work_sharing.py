@@ -308,6 +308,7 @@ timed.out:
 
 
 _compiling = threading.Lock()
+_compiling_start = threading.Lock()   # (a mailbox starts one thread compiling)
 
 
 # With the object layout known (`argument_checks`), the calls a fast launcher makes: each
@@ -659,6 +660,7 @@ class Mailbox:
         self.call_timed = self.lead_timed = None
         self._keys: dict[int, bytes] = {}   # entry point -> what `lead` passes
         self.ready = False   # whether the functions are compiled
+        self._compiling: threading.Thread | None = None   # the thread compiling them
 
     @property
     def watching(self) -> int:
@@ -707,9 +709,22 @@ class Mailbox:
         """Make the mailbox `ready` now, its functions compiled on a thread of their own
         (which goes on where a KeyboardInterrupt stops the wait)."""
         if not self.ready:
-            compiling = threading.Thread(target=self._load, name="kernelkit-compile")
-            compiling.start()
-            compiling.join()
+            self.prepare_soon()
+            self._compiling.join()
+
+    def prepare_soon(self) -> None:
+        """Start compiling the functions on a thread of their own, if not yet started
+        (`preparing` from then on), and return."""
+        with _compiling_start:
+            if self._compiling is None:
+                # (not a daemon: the interpreter's exit waits for LLVM to finish)
+                self._compiling = threading.Thread(target=self._load, name="kernelkit-compile")
+                self._compiling.start()
+
+    @property
+    def preparing(self) -> bool:
+        """Whether the functions are compiled or being compiled (`prepare_soon`)."""
+        return self._compiling is not None
 
     def _load(self) -> None:
         functions = _functions()

@@ -5,6 +5,11 @@ an ndrange it was launched over before, skips the general `launch`. Everything e
 takes the general launch, with its results and errors. Each test runs twice: with the
 arguments compared natively (`argument_checks`, in the call that runs or leads the
 launch) and in Python (where the interpreter's object layout is not known)."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -195,3 +200,40 @@ def test_two_arrays_swapped_from_launch_to_launch_are_packed_once_each(
     np.testing.assert_array_equal(v, 1 + 20 * x)
     if native_answers is not None:   # the general launch's, then one record each, kept
         assert [id(array) for array in packs] == [id(u), id(v), id(u)]
+
+
+FIRST_LAUNCHES = textwrap.dedent("""
+    import numpy as np
+    import kernelkit as kk
+    from backends.cpu import runtime
+
+    @kk.kernel
+    def add_one(y):
+        i = kk.index(kk.Global)
+        y[i] = y[i] + 1
+
+    mailbox = runtime._device.mailbox
+    waits = []
+    prepare = mailbox.prepare
+    mailbox.prepare = lambda: (waits.append(mailbox.ready), prepare())[1]
+    y = np.zeros(1000, np.float32)
+    launch = add_one(kk.CPU(), 128)
+    launch(y, ndrange=1000)
+    print("first:", mailbox.preparing, waits)
+    launch(y, ndrange=1000)
+    launch(y, ndrange=1000)
+    print("then:", mailbox.ready, len(waits), y.min(), y.max())
+""")
+
+
+def test_the_first_launch_does_not_wait_for_the_mailbox(tmp_path):
+    # The mailbox's functions, which a fast launcher calls, take as long to compile as
+    # a small kernel: the process's first launch goes the general way meanwhile.
+    script = tmp_path / "first.py"
+    script.write_text(FIRST_LAUNCHES)
+    environment = dict(os.environ, KERNELKIT_CACHE_DIR=str(tmp_path / "cache"))
+    child = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           timeout=120, env=environment)
+    assert child.returncode == 0, child.stdout + child.stderr[-3000:]
+    assert "first: True []" in child.stdout                  # started, not waited for
+    assert "then: True 1 3.0 3.0" in child.stdout            # the second launch waited
