@@ -14,6 +14,7 @@ from llvmlite import binding as llvm
 
 from kernelkit.compiler.target import Target
 
+from .exactness import check_exact_lowering
 from .libdevice import link_libdevice, uses_libdevice
 from .linker import linker_unavailable_reason, ptx_to_cubin
 from .thread import ThreadFunctionBuilder
@@ -110,6 +111,7 @@ class PTXTarget(Target):
             link_libdevice(llvm_module)
 
     def emit(self, llvm_module, job) -> bytes:
+        check_exact_lowering(str(llvm_module), job.source.function.__name__)
         ptx = self.assembly(llvm_module, job)
         if not self.cubin or linker_unavailable_reason() is not None:
             return ptx.encode()

@@ -10,13 +10,13 @@ from ..ir import definitions as D
 from ..ir import types as T
 from ..ir.definitions import OpDefinition
 from .llvm_types import i1, llvm_type
-from .math_lowering import call_intrinsic
+from .math_lowering import call_intrinsic, narrow_float
 
 
 def convert(builder: ir.IRBuilder, value: ir.Value, source: T.ScalarType,
             target: T.ScalarType) -> ir.Value:
-    """`value`, of type `source`, as a `target`: floats to integers saturate, and
-    anything to bool is whether it differs from 0."""
+    """`value`, of type `source`, as a `target`: floats to integers saturate (NaN to 0),
+    narrower floats keep a NaN's sign, and anything to bool is whether it differs from 0."""
     if source.strong == target.strong:
         return value
     to = llvm_type(target)
@@ -25,8 +25,13 @@ def convert(builder: ir.IRBuilder, value: ir.Value, source: T.ScalarType,
             return builder.fcmp_unordered("!=", value, ir.Constant(value.type, 0.0))
         return builder.icmp_unsigned("!=", value, ir.Constant(value.type, 0))
     if source.is_float and target.is_float:
-        return builder.fpext(value, to) if target.bits > source.bits else builder.fptrunc(value, to)
+        return builder.fpext(value, to) if target.bits > source.bits else \
+            narrow_float(builder, value, to)
     if source.is_float:
+        if source.bits == 16:
+            # Every float16 is a float32: convert that (LLVM 22's x86 code for a float16
+            # NaN saturated to an integer gives the lowest integer, not 0).
+            value = builder.fpext(value, ir.FloatType())
         name = "llvm.fptosi.sat" if target.is_signed else "llvm.fptoui.sat"
         return call_intrinsic(builder, name, [value], to)
     if target.is_float:
@@ -56,10 +61,18 @@ def _truediv(b, x, y, t, env):
     return b.fdiv(x, y)
 
 
-def _float_divmod(b, x, y):
-    """NumPy's floor division and remainder for floats."""
+def _float_divmod(b, x, y, t, env):
+    """NumPy's floor division and remainder for floats, from the exact remainder that C's
+    `fmod` computes: never LLVM's `frem`, which NVPTX expands to `x - trunc(x / y) * y`,
+    wrong wherever the quotient is not exact. float16 is computed in float32 and rounded
+    once at the end, as NumPy does."""
+    if t.bits == 16:
+        single = ir.FloatType()
+        quotient, remainder = _float_divmod(b, b.fpext(x, single), b.fpext(y, single),
+                                            T.float32, env)
+        return narrow_float(b, quotient, x.type), narrow_float(b, remainder, x.type)
     zero = ir.Constant(x.type, 0.0)
-    mod = b.frem(x, y)
+    mod = env.math(b, "fmod", [x, y], t)
     div = b.fdiv(b.fsub(x, mod), y)
     adjust = b.and_(b.fcmp_unordered("!=", mod, zero),
                     b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)))
@@ -99,11 +112,11 @@ def _int_divmod(b, x, y, t):
 
 
 def _floordiv(b, x, y, t, env):
-    return (_float_divmod(b, x, y) if t.is_float else _int_divmod(b, x, y, t))[0]
+    return (_float_divmod(b, x, y, t, env) if t.is_float else _int_divmod(b, x, y, t))[0]
 
 
 def _mod(b, x, y, t, env):
-    return (_float_divmod(b, x, y) if t.is_float else _int_divmod(b, x, y, t))[1]
+    return (_float_divmod(b, x, y, t, env) if t.is_float else _int_divmod(b, x, y, t))[1]
 
 
 def _pow(b, x, y, t, env):
@@ -172,12 +185,31 @@ def _xor(b, x, y, t, env):
     return b.xor(x, y)
 
 
+def _shift_amount(b, x, y):
+    """The shift amount `y` in `x`'s type, and whether it is below `x`'s width (a
+    negative amount is not). LLVM leaves a shift by the width or more undefined (x86
+    shifts by the amount modulo the width, PTX by the width)."""
+    width = x.type.width
+    in_range = b.icmp_unsigned("<", y, ir.Constant(y.type, width))
+    if y.type.width > width:
+        y = b.trunc(y, x.type)
+    elif y.type.width < width:
+        y = b.zext(y, x.type)
+    return y, in_range
+
+
 def _shl(b, x, y, t, env):
-    return b.shl(x, y)
+    """NumPy's `<<`: 0 where the amount is the width or more."""
+    y, in_range = _shift_amount(b, x, y)
+    return b.select(in_range, b.shl(x, y), ir.Constant(x.type, 0))
 
 
 def _shr(b, x, y, t, env):
-    return b.ashr(x, y) if t.is_signed else b.lshr(x, y)
+    """NumPy's `>>`: by the width or more, -1 for a negative signed `x`, else 0."""
+    y, in_range = _shift_amount(b, x, y)
+    if t.is_signed:
+        return b.ashr(x, b.select(in_range, y, ir.Constant(x.type, x.type.width - 1)))
+    return b.select(in_range, b.lshr(x, y), ir.Constant(x.type, 0))
 
 
 _BINARY_HANDLERS = {D.ARITHMETIC[name]: handler for name, handler in {

@@ -17,7 +17,7 @@ def lower_math(builder: ir.IRBuilder, name: str, args: list, type: T.ScalarType,
         single = ir.FloatType()
         widened = [builder.fpext(a, single) for a in args]
         result = lower_math(builder, name, widened, T.float32, library)
-        return result if result.type == i1 else builder.fptrunc(result, llvm_type(type))
+        return result if result.type == i1 else narrow_float(builder, result, llvm_type(type))
     x = args[0]
     if name == "isnan":
         return builder.fcmp_unordered("uno", x, x)
@@ -34,6 +34,40 @@ def lower_math(builder: ir.IRBuilder, name: str, args: list, type: T.ScalarType,
         keeps = builder.or_(keeps, builder.fcmp_unordered("uno", second, second))
         return builder.select(keeps, first, second)
     return library(builder, name, args, type)
+
+
+_BITS = {"half": 16, "float": 32, "double": 64}
+_MANTISSA_BITS = {16: 10, 32: 23, 64: 52}
+
+
+def narrow_float(builder: ir.IRBuilder, value: ir.Value, to: ir.Type) -> ir.Value:
+    """`value` rounded to the narrower float type `to`, a NaN staying a NaN of the same
+    sign with the top bits of its payload, as NumPy's `astype` gives it (where PTX's
+    `cvt` to f16 returns its one canonical NaN): to float16 by NumPy's own rule (the
+    payload's top bits, 1 where they are all 0), to float32 by x86's (quieted)."""
+    narrowed = builder.fptrunc(value, to)
+    wide, narrow = _BITS[str(value.type)], _BITS[str(to)]
+    source, target = ir.IntType(wide), ir.IntType(narrow)
+    mantissa = _MANTISSA_BITS[narrow]
+
+    def constant(number):
+        return ir.Constant(target, number)
+
+    bits = builder.bitcast(value, source)
+    sign = builder.and_(builder.trunc(builder.lshr(bits, ir.Constant(source, wide - narrow)),
+                                      target), constant(1 << (narrow - 1)))
+    drop = ir.Constant(source, _MANTISSA_BITS[wide] - mantissa)
+    payload = builder.and_(builder.trunc(builder.lshr(bits, drop), target),
+                           constant((1 << mantissa) - 1))
+    exponent = ((1 << (narrow - mantissa - 1)) - 1) << mantissa
+    if narrow == 16:
+        payload = builder.select(builder.icmp_unsigned("==", payload, constant(0)),
+                                 constant(1), payload)
+    else:
+        payload = builder.or_(payload, constant(1 << (mantissa - 1)))
+    nan = builder.or_(builder.or_(sign, payload), constant(exponent))
+    return builder.select(builder.fcmp_unordered("uno", value, value),
+                          builder.bitcast(nan, to), narrowed)
 
 
 def call_math_function(builder: ir.IRBuilder, symbol: str, args: list) -> ir.Value:

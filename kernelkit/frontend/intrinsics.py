@@ -283,6 +283,14 @@ def min_max(tr, node):
     return functools.reduce(lambda a, b: tr.binary(name, a, b, node), args)
 
 
+@handles(builtins.divmod, np.divmod)
+def divmod_(tr, node):
+    """`(x // y, x % y)`, as Python and NumPy give it (`%` of floats is exact on every
+    target, and `//` is computed from it)."""
+    (x, y), _ = positional(tr, node, 2, 2, "divmod")
+    return tr.make_tuple([tr.binary("floordiv", x, y, node), tr.binary("mod", x, y, node)])
+
+
 def lookup_name(tr, node):
     value = tr.expr(node.func)
     return value.value if isinstance(value, PyConst) else None

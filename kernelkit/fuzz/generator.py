@@ -1217,6 +1217,9 @@ class Generator:
             if isinstance(right, ast.Constant) or self.chance(0.4):
                 width = 62 if S.is_weak(lt) else S.bits(lt)
                 value = self.rng.randint(0, width - 1)
+                if S.is_integer(lt) and not S.is_weak(lt) and self.chance(0.15):
+                    # by the width or more: NumPy's 0 (or -1), not the hardware's shift
+                    value = self.rng.choice([width, width + 1, 2 * width - 1, 127])
                 right = typed(_literal(value), S.WEAK_INT, (value, value), uniform=True)
             else:
                 right = typed(ast.BinOp(right, ast.BitAnd(), _literal(7)),
