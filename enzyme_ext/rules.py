@@ -27,7 +27,7 @@ from .jobs import compiler_job_from_backend, derivative_job
 from .reduce import deterministic_sum
 from .signature import AUGMENTED, FORWARD, GATHER, REVERSE, derivative_parameters
 from .tape import DEFAULT_MAX_ITERATIONS, Tape
-from .transform.plugin import ADPlugin
+from .transform.plugin import WRITTEN, ADPlugin
 
 
 def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
@@ -126,7 +126,8 @@ class Rule:
 
     def unwrap(self, args, mode: str):
         """(primal values, shadows) of the annotated arguments, checked against the
-        activities."""
+        activities (whether they share memory is checked once the derivative kernels
+        say which arguments the kernel writes: `refuse_shared_memory`)."""
         kernel = self.kernel
         if len(args) != len(self.activities):
             raise LaunchError(f"kernel '{kernel.name}' takes {len(self.activities)} "
@@ -158,6 +159,11 @@ class Rule:
                     raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is a "
                                       f"Duplicated scalar, which is for forward mode; in "
                                       f"reverse mode pass Active({name})")
+                if not _holds_floats(value):
+                    what = f"the number {value!r}" if scalar else f"an array of {value.dtype}"
+                    raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is "
+                                      f"{activity.__name__}, but it is {what}, and only "
+                                      f"floats have derivatives: pass it as Const({name})")
                 if shadow is value:
                     raise LaunchError(f"kernel '{kernel.name}': the shadow of '{name}' is "
                                       f"'{name}' itself; give it an array of its own "
@@ -170,30 +176,33 @@ class Rule:
                         f"{np.shape(shadow)} and {getattr(shadow, 'dtype', type(shadow))}")
             values.append(value)
             shadows.append(shadow)
-        self.refuse_shared_memory(values, shadows)
         return values, shadows
 
-    def refuse_shared_memory(self, values, shadows) -> None:
-        """Arguments whose memory overlaps, where one is differentiated or a shadow: the
-        transform takes each argument for memory of its own, so a value read through one
-        and overwritten through the other would not be taped (a silently wrong
-        gradient)."""
-        arrays = []     # (name, array, differentiated, bytes spanned or None for NumPy's)
-        for value, shadow, activity, name in zip(values, shadows, self.activities,
-                                                 self.kernel.parameters):
-            differentiated = issubclass(activity, Duplicated)
-            for label, array, written in ((name, value, differentiated),
-                                          (f"the shadow of '{name}'", shadow, True)):
+    def refuse_shared_memory(self, values, shadows, written: tuple[int, ...]) -> None:
+        """Arguments whose memory overlaps, where one is written: by the kernel (`written`,
+        the positions of the parameters it stores into or updates atomically, whatever
+        their activity) or, being a shadow, by the derivative kernels. The transform
+        takes each argument for memory of its own, so a value read through one and
+        overwritten through the other would not be taped (a silently wrong derivative).
+        Arrays that are only read may share memory."""
+        arrays = []     # (label, array, why it is written or None, bytes spanned or None)
+        for index, (value, shadow, name) in enumerate(zip(values, shadows,
+                                                          self.kernel.parameters)):
+            writer = f"the kernel writes '{name}'" if index in written else None
+            for label, array, why in ((f"'{name}'", value, writer),
+                                      (f"the shadow of '{name}'", shadow,
+                                       f"the shadow of '{name}' receives derivatives")):
                 span = None if isinstance(array, np.ndarray) else _memory_range(array)
                 if span is not None or isinstance(array, np.ndarray):
-                    arrays.append((label, array, written, span))
-        for position, (first, a, written_a, span_a) in enumerate(arrays):
-            for second, b, written_b, span_b in arrays[position + 1:]:
-                if (written_a or written_b) and _overlap(a, span_a, b, span_b):
+                    arrays.append((label, array, why, span))
+        for position, (first, a, why_a, span_a) in enumerate(arrays):
+            for second, b, why_b, span_b in arrays[position + 1:]:
+                if (why_a or why_b) and _overlap(a, span_a, b, span_b):
                     raise LaunchError(
-                        f"kernel '{self.kernel.name}': {_quoted(first)} and {_quoted(second)} "
-                        f"share memory; a differentiated argument or a shadow must have "
-                        f"memory of its own: pass a copy")
+                        f"kernel '{self.kernel.name}': {first} and {second} share memory, "
+                        f"and {why_a or why_b}: what is read through one would be "
+                        f"overwritten through the other, which the derivative does not "
+                        f"see; pass arrays of their own (a copy of one of them)")
 
     def derivatives(self, modes: tuple[str, ...], values, shadows, ndrange, workgroupsize):
         """The derivative kernels of `modes`, compiled in that order, each as (prepared
@@ -242,8 +251,9 @@ class Rule:
 
     def forward(self, args, ndrange, workgroupsize) -> None:
         values, shadows = self.unwrap(args, FORWARD)
-        [(prepared, parameters, _)], ndrange, workgroupsize = self.derivatives(
+        [(prepared, parameters, compiled)], ndrange, workgroupsize = self.derivatives(
             (FORWARD,), values, shadows, ndrange, workgroupsize)
+        self.refuse_shared_memory(values, shadows, compiled.notes[WRITTEN])
         arguments = [values[p.index] if p.role == "primal" else shadows[p.index]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
@@ -254,13 +264,15 @@ class Rule:
         # arrays are overwritten.
         (reverse, (prepared, parameters, compiled)), ndrange, workgroupsize = \
             self.derivatives((REVERSE, AUGMENTED), values, shadows, ndrange, workgroupsize)
+        self.refuse_shared_memory(values, shadows, compiled.notes[WRITTEN])
         if reverse[2].notes[ADPlugin.name].gather:
             self.derivatives((GATHER,), values, shadows, ndrange, workgroupsize)
         layout = compiled.notes[ADPlugin.name]
         items = math.prod(ndrange)
         geometry = (ndrange, workgroupsize)
         if self.max_iterations is None and layout.unknown_loops() and items:
-            slots = self.measure_slots(prepared, parameters, layout, values, items, geometry)
+            slots = self.measure_slots(prepared, parameters, compiled.notes[WRITTEN], values,
+                                       items, geometry)
         else:
             slots = layout.slots(values, self.max_iterations or DEFAULT_MAX_ITERATIONS)
         tape = Tape.for_launch(self.backend, slots, items, geometry, self.kernel.name)
@@ -272,14 +284,14 @@ class Rule:
             self.check_capacity(tape, layout, slots)
         return tape
 
-    def measure_slots(self, prepared, parameters, layout, values, items, geometry
+    def measure_slots(self, prepared, parameters, written, values, items, geometry
                       ) -> tuple[int, int]:
         """The slots a launch needs when its loops' trip counts depend on data: the
         augmented kernel run once on copies of the arrays it writes, with a tape of one
         slot that it overwrites, counting (`max_iterations=None`, the default)."""
         backend = self.backend
         copies = {}
-        for index in layout.written:
+        for index in written:
             original = values[index]
             copies[index] = backend.allocate(original.dtype, np.shape(original))
             backend.copyto(copies[index], original)
@@ -314,6 +326,7 @@ class Rule:
         values, shadows = self.unwrap(args, REVERSE)
         ((_, _, augmented), (prepared, parameters, compiled)), ndrange, workgroupsize = \
             self.derivatives((AUGMENTED, REVERSE), values, shadows, ndrange, workgroupsize)
+        self.refuse_shared_memory(values, shadows, compiled.notes[WRITTEN])
         if tape.owner != (self, augmented.job):
             raise LaunchError(f"kernel '{self.kernel.name}': this tape was made by "
                               f"another kernel's forward half ('{tape.kernel}'), or for "
@@ -372,8 +385,12 @@ def _overlap(a, span_a, b, span_b) -> bool:
     return a_low < a_high and b_low < b_high and a_low < b_high and b_low < a_high
 
 
-def _quoted(name: str) -> str:
-    return name if name.startswith("the shadow") else f"'{name}'"
+def _holds_floats(value) -> bool:
+    """Whether an argument (a scalar or an array) holds floats, which have derivatives."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return isinstance(value, float)
+    return np.issubdtype(dtype, np.floating)
 
 
 def _compile(job, kernel: str):

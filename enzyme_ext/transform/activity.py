@@ -87,9 +87,7 @@ def analyze(function: Function, activities: list[str], params=None) -> ActivityA
             elif is_float_array(param):
                 arrays.add(param)
     ops = [op for block in function.reachable_blocks() for op in block.ops]
-    for op in ops:
-        if op.definition is STORE or op.has(Trait.ATOMIC):
-            result.written.add(array_root(function, op, op.operands[0]))
+    result.written = written_arrays(function)
     changed = True
     while changed:
         changed = False
@@ -115,6 +113,13 @@ def analyze(function: Function, activities: list[str], params=None) -> ActivityA
                                    f"differentiated, so its derivative would be lost",
                                    f"pass '{name}' as Duplicated(array, shadow)")
     return result
+
+
+def written_arrays(function: Function) -> set:
+    """The array roots the function stores into or updates atomically."""
+    return {array_root(function, op, op.operands[0])
+            for block in function.reachable_blocks() for op in block.ops
+            if op.definition is STORE or op.has(Trait.ATOMIC)}
 
 
 def _useful(function: Function, ops: list[Op], activity: ActivityAnalysis) -> set:

@@ -78,6 +78,8 @@ def _site(op: Op, shadow: Value, entry: Block, position: dict, workgroupsize
             shadow or not op.type.is_float or _used(op, entry):
         return None
     places = [_position_plus_constant(index, workgroupsize) for index in op.operands[1:-1]]
+    # The axes may come in any order (x[j, i]): every site of a shadow has the same order
+    # (`gathered_updates`), so each element still has one owner, which alone updates it.
     if None in places or sorted(axis for axis, _ in places) != list(range(len(workgroupsize))):
         return None
     ops = _computation(op.operands[-1], entry, position)

@@ -4,11 +4,12 @@ A derivative kernel is the primal kernel's compiler job with a transform
 (`CompilerConfig.transforms`): the driver puts the marker `enzyme.derivative` at the
 start of the kernel, with the mode, one activity per parameter, the shadows' types and
 the work-group size as attributes. So everything the transform reads is in the
-IR text: a module dumped before AD and replayed offline gives the same kernel. In reverse
-mode it leaves the tape's layout (`sizing.TapeLayout`) in `module.notes['enzyme']` for
-the launch rule. The
-plugin runs on the target-neutral IR (device functions inlined, the generic passes
-run), so the tape layout and the derivative kernels are the same for every target."""
+IR text: a module dumped before AD and replayed offline gives the same kernel. For the
+launch rule it leaves, in every mode, the parameters the kernel writes in
+`module.notes['enzyme.written']`, and in reverse mode the tape's layout
+(`sizing.TapeLayout`) in `module.notes['enzyme']`. The plugin runs on the
+target-neutral IR (device functions inlined, the generic passes run), so the tape
+layout and the derivative kernels are the same for every target."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -24,7 +25,7 @@ from ..signature import (AUGMENTED, FORWARD, GATHER, MODES, REVERSE, derivative_
                          shadow_type)
 from ..custom import JVP_MARKER, VJP_MARKER
 from ..device import MARKER as DEVICE_MARKER
-from .activity import source_error
+from .activity import source_error, written_arrays
 from .custom import plain_calls
 from .device import expand_device_autodiff
 from .forward import tangent_kernel
@@ -33,6 +34,10 @@ from .reverse import reverse_kernels
 from .sizing import tape_layout
 
 MARKER = "enzyme.derivative"
+WRITTEN = "enzyme.written"
+"""The key of `Module.notes` (and of a derivative kernel's notes) that gives the positions
+of the parameters the primal kernel stores into or updates atomically: the launch rule
+refuses arguments that share memory with one of them (`rules.py`)."""
 CLEAN_UP = ("simplify", "dce", "cse", "simplify", "dce")
 
 
@@ -65,6 +70,9 @@ class ADPlugin(Plugin):
         mode, activities = attrs["mode"], list(attrs["activities"])
         assert mode in MODES, mode
         kernel.entry.ops.remove(marker)
+        written = written_arrays(kernel)
+        module.notes[WRITTEN] = tuple(index for index, param in enumerate(kernel.params)
+                                      if param in written)
         types = [p.type for p in kernel.params]
         if len(activities) != len(types):
             raise source_error(kernel, None, f"{len(activities)} activities for a kernel of "

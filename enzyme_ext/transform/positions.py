@@ -60,10 +60,13 @@ def global_axis(value: Value, workgroupsize: tuple[int, ...]) -> int | None:
 
 
 def own_element(indices: list[Value], workgroupsize: tuple[int, ...]) -> bool:
-    """Whether an access at `indices` touches an element no other work-item does: its
-    indices are the global indices of every axis of the ndrange, each once."""
-    axes = [global_axis(index, workgroupsize) for index in indices]
-    return None not in axes and sorted(axes) == list(range(len(workgroupsize)))
+    """Whether an access at `indices` is at the work-item's own element: index k is the
+    global index along axis k, for every axis of the ndrange. Only that map gives every
+    work-item an element no other reaches through it or through another such access: a
+    permutation would not (work-items (i, j) and (j, i) both reach x[i, j] when one reads
+    x[i, j] and the other x[j, i])."""
+    return [global_axis(index, workgroupsize) for index in indices] == \
+        list(range(len(workgroupsize)))
 
 
 def linear_group(b: Builder, workgroupsize: tuple[int, ...]) -> Value:

@@ -96,7 +96,7 @@ class Reverse:
                 self.extra[(parameter.role, parameter.field or parameter.index)] = value
         self.shadows = {kernel.params[index]: value for (role, index), value in
                         self.extra.items() if role == "shadow"}
-        self.plan = TapePlan(written=frozenset(activity.written))
+        self.plan = TapePlan()
         self.order = kernel.reachable_blocks()
         predecessors = {block: [] for block in self.order}
         for block in self.order:
@@ -541,9 +541,10 @@ class Reverse:
     def own_element(self, op: Op) -> bool:
         """Whether the shadow element a load's reverse updates is one no other work-item
         updates: every load of the array reads the work-item's own element (a private
-        array's; a local array's at the work-item's local indices; a global array's at
-        its global indices). One load of a neighbour makes every update of the array's
-        shadow atomic: a plain update of d[i] would race with the neighbour's atomic one."""
+        array's; a local array's at the work-item's local indices, a global array's at
+        its global indices, index k along axis k for every axis). One load of a neighbour
+        or at permuted indices (x[j, i]) makes every update of the array's shadow atomic:
+        a plain update of d[i, j] would race with the other work-item's update of it."""
         root = array_root(self.kernel, op, op.operands[0])
         exclusive = self.exclusive_shadows.get(root)
         if exclusive is None:
@@ -561,7 +562,7 @@ class Reverse:
         if is_op(root, LOCALMEM):
             axes = [index.attrs["axis"] if is_op(index, LOCAL_ID) else None
                     for index in indices]
-            return None not in axes and sorted(axes) == list(range(ndim))
+            return axes == list(range(ndim))
         return own_element(indices, self.workgroupsize)
 
     def reverse_store(self, op: Op) -> None:

@@ -51,7 +51,6 @@ class TapeLayout:
     kernel: str
     terms: tuple
     loops: tuple
-    written: tuple = ()     # the parameters (by position) the kernel writes
     gather: bool = False    # a gather kernel runs before the reverse kernel (gather.py)
 
     def unknown_loops(self) -> list[LoopBound]:
@@ -82,9 +81,7 @@ def tape_layout(kernel: Function, plan: TapePlan) -> TapeLayout:
         around = tuple(bounds[h] for h, body in loops.items() if block in body)
         headers = frozenset({bounds[block]}) if block in loops else frozenset()
         terms.append((floats, integers, around, headers))
-    written = tuple(index for index, param in enumerate(kernel.params)
-                    if param in plan.written)
-    return TapeLayout(kernel.name, tuple(terms), tuple(bounds.values()), written)
+    return TapeLayout(kernel.name, tuple(terms), tuple(bounds.values()))
 
 
 _NORMALIZED = {("lt", True): "lt", ("le", True): "le", ("gt", True): "gt", ("ge", True): "ge",

@@ -40,7 +40,6 @@ class TapePlan:
     # and the blocks their exits lead to -> the headers whose counters they push.
     counted: dict = field(default_factory=dict)
     counters: dict = field(default_factory=dict)
-    written: frozenset = frozenset()       # the arrays the kernel writes
 
     @property
     def uses_tape(self) -> bool:

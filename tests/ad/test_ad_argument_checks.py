@@ -1,0 +1,108 @@
+"""What autodiff refuses in a launch's arguments before it launches anything
+(enzyme_ext/rules.py): arrays that share memory where the kernel writes one of them,
+whatever their activities (the derivative kernels take each argument for memory of its
+own: a value re-read after another argument overwrote it would give a wrong derivative
+silently), and Duplicated integers (which have no derivative). Arrays that are only read
+may share memory."""
+import numpy as np
+import pytest
+
+import kernelkit as kk
+from enzyme_ext import (Const, Duplicated, DuplicatedNoNeed, Forward, Reverse, autodiff)
+from kernelkit.errors import LaunchError
+
+N = 32
+
+
+@kk.kernel
+def weigh_then_clear(y, x, w, scratch):
+    i = kk.index(kk.Global)
+    y[i] = x[i] * w[i]
+    scratch[i] = 0.0
+
+
+@kk.kernel
+def weigh_then_count(y, x, w, hits):
+    i = kk.index(kk.Global)
+    y[i] = x[i] * w[i]
+    kk.atomic_add(hits, i, 1.0)
+
+
+@kk.kernel
+def weigh_and_shift(y, x, a: kk.Const, b: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = x[i] * a[i] + b[i]
+
+
+@kk.kernel
+def product(y, x, z):
+    i = kk.index(kk.Global)
+    y[i] = x[i] * z[i]
+
+
+@kk.kernel
+def scaled_by_count(y, x, counts):
+    i = kk.index(kk.Global)
+    y[i] = x[i] * counts[i]
+
+
+def on(backend, array):
+    return kk.to_backend(backend, np.array(array, copy=True))
+
+
+@pytest.mark.parametrize("kernel, written", [(weigh_then_clear, "scratch"),
+                                             (weigh_then_count, "hits")],
+                         ids=["stored", "updated atomically"])
+@pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
+def test_a_const_array_sharing_memory_with_one_the_kernel_writes_is_refused(
+        backend, kernel, written, mode):
+    weights = np.linspace(1.0, 2.0, N)
+    shared = on(backend, weights)
+    with pytest.raises(LaunchError, match=rf"'{kernel.__name__}': 'w' and '{written}' share "
+                                          rf"memory, and the kernel writes '{written}'.*"
+                                          rf"pass arrays of their own"):
+        autodiff(mode, kernel(backend, N), Duplicated(on(backend, np.zeros(N)),
+                                                      on(backend, np.ones(N))),
+                 Duplicated(on(backend, np.ones(N)), on(backend, np.zeros(N))),
+                 Const(shared), Const(shared), ndrange=N)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(shared), weights)   # nothing ran
+
+
+def test_const_arrays_that_are_only_read_may_share_memory(backend):
+    rng = np.random.default_rng(1)
+    x, weights, seed = rng.uniform(-1, 1, N), rng.uniform(-1, 1, N), rng.uniform(-1, 1, N)
+    shared, dx = on(backend, weights), kk.zeros(backend, np.float64, N)
+    y = on(backend, np.zeros(N))
+    autodiff(Reverse, weigh_and_shift(backend, N), Duplicated(y, on(backend, seed)),
+             Duplicated(on(backend, x), dx), shared, Const(shared), ndrange=N)
+    kk.synchronize(backend)
+    np.testing.assert_allclose(kk.to_numpy(y), x * weights + weights, rtol=1e-15)
+    np.testing.assert_allclose(kk.to_numpy(dx), seed * weights, rtol=1e-15)
+
+
+def test_differentiated_arrays_that_are_only_read_may_share_memory(backend):
+    # Each has a shadow of its own; neither is written, so both are re-read safely.
+    rng = np.random.default_rng(2)
+    x, seed = rng.uniform(-1, 1, N), rng.uniform(-1, 1, N)
+    shared = on(backend, x)
+    dx, dz = kk.zeros(backend, np.float64, N), kk.zeros(backend, np.float64, N)
+    autodiff(Reverse, product(backend, N), Duplicated(on(backend, np.zeros(N)),
+                                                      on(backend, seed)),
+             Duplicated(shared, dx), Duplicated(shared, dz), ndrange=N)
+    kk.synchronize(backend)
+    np.testing.assert_allclose(kk.to_numpy(dx), seed * x, rtol=1e-15)
+    np.testing.assert_allclose(kk.to_numpy(dz), seed * x, rtol=1e-15)
+
+
+@pytest.mark.parametrize("activity", [Duplicated, DuplicatedNoNeed])
+@pytest.mark.parametrize("mode", [Reverse, Forward], ids=["reverse", "forward"])
+def test_a_duplicated_integer_array_is_refused_naming_the_argument(backend, activity, mode):
+    counts = on(backend, np.arange(N, dtype=np.int64))
+    with pytest.raises(LaunchError, match=r"'scaled_by_count': argument 'counts' is "
+                                          rf"{activity.__name__}, but it is an array of "
+                                          r"int64.*pass it as Const\(counts\)"):
+        autodiff(mode, scaled_by_count(backend, N),
+                 Duplicated(on(backend, np.zeros(N)), on(backend, np.ones(N))),
+                 Duplicated(on(backend, np.ones(N)), on(backend, np.zeros(N))),
+                 activity(counts, kk.zeros(backend, np.int64, N)), ndrange=N)
