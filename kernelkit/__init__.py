@@ -31,7 +31,8 @@
   `backend_names`, `backend_unavailable_reason`. They are found through the
   `kernelkit.backends` entry points (`kk.CPU` is the class registered as `cpu`) and
   imported when first named.
-- Errors: `KernelkitError`, `CompileError`, `LaunchError`, `BackendError`. Their
+- Errors: `KernelkitError`, `CompileError`, `LaunchError`, `BackendError`, `RaceError`
+  (the CPU's race detector, `KERNELKIT_DEBUG=races`). Their
   tracebacks end at the call into kernelkit; `KERNELKIT_TRACEBACK=full` shows the rest.
 
 `kk.print` and `kk.random` are not in `__all__`, so that `from kernelkit import *` keeps
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from .backend import (Backend, backend_names, backend_unavailable_reason, get_backend,
                       make_backend)
-from .errors import BackendError, CompileError, KernelkitError, LaunchError
+from .errors import BackendError, CompileError, KernelkitError, LaunchError, RaceError
 from .lang.intrinsics import (Cartesian, Const, Global, Group, Linear, Local, NTuple,
                               atomic_add, atomic_and_, atomic_cas, atomic_exchange, atomic_max,
                               atomic_min, atomic_or_, atomic_sub, atomic_xor, deferred,
@@ -83,7 +84,7 @@ __all__ = [
     "CPU", "CUDABackend", "Backend", "get_backend", "make_backend", "backend_names",
     "backend_unavailable_reason",
     # errors
-    "KernelkitError", "CompileError", "LaunchError", "BackendError",
+    "KernelkitError", "CompileError", "LaunchError", "BackendError", "RaceError",
 ]
 
 

@@ -79,6 +79,25 @@ class BackendError(KernelkitError):
     """A backend cannot be used or cannot do what was asked."""
 
 
+class RaceError(SourceError):
+    """Two work-items of one launch touched one array element, at least one of them
+    writing, with no barrier ordering them and not both atomically (found by the CPU's
+    race detector in debug mode, `KERNELKIT_DEBUG=races`). It points at the second
+    access; the message names the element, both work-items and both source lines.
+
+    `array` names the array, `index` is the element's index tuple, `work_items` the two
+    work-items' global indices (the earlier access first) and `lines` their (file,
+    line) pairs."""
+
+    def __init__(self, message: str, *, array: str, index: tuple, work_items: tuple,
+                 lines: tuple, **where):
+        self.array = array
+        self.index = index
+        self.work_items = work_items
+        self.lines = lines
+        super().__init__(message, **where)
+
+
 def keeps_internal_frames(error: BaseException) -> bool:
     """Whether `error` reaches the user with kernelkit's own frames: a bug in kernelkit,
     or any error while `KERNELKIT_TRACEBACK=full`."""

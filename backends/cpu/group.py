@@ -16,7 +16,11 @@ between work-items, one per group for uniform ones. Work-items run one after ano
 a uniform slot is read from its `current` copy and written to its `next` copy, which
 becomes current when the region ends. Cheap pure values (index arithmetic) are computed
 again where they are used instead of being kept. Which values those are, and how a
-work-item's code in one region is lowered, is `regions.py`'s."""
+work-item's code in one region is lowered, is `regions.py`'s.
+
+Where the job's target detects races (`races.py`), each access to global and local
+memory is recorded with the group's number, the work-item's and the barriers the group
+has passed (its regions so far), and the work-item loops stay scalar."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -34,6 +38,7 @@ from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 
 from .item_split import row_range, row_split
 from .libc import cpu_math
+from .races import RaceInstrumentation, detects_races
 from .regions import RegionLowering, RegionPlan
 
 FINISHED = -1
@@ -159,6 +164,9 @@ class GroupFunctionBuilder(EntryPointBuilder):
         self.interior = KernelVersion(interior, self.ndim, self.sizes[-1]) \
             if interior is not None else None
         self.access_group = _DistinctNode(module)
+        # Race detection (`races.py`), where the job's target asks for it.
+        self.races = RaceInstrumentation(module, self.locations) \
+            if detects_races(job.config.target) else None
 
     # -- the group function ---------------------------------------------------------------
 
@@ -174,6 +182,8 @@ class GroupFunctionBuilder(EntryPointBuilder):
         record = LaunchRecord(builder, args, self.layout, self.debug)
         self.extents, self.group_counts = record.extents, record.group_counts
         self.error_record, self.arguments = record.error_record, record.arguments
+        if self.races is not None:
+            self.races.start(builder, self.error_record)
         self.region = builder.alloca(i32, name="region")
         self.verdict = builder.alloca(i8, name="all_pass")
         for version in (self.general, self.interior):
@@ -197,6 +207,9 @@ class GroupFunctionBuilder(EntryPointBuilder):
             self.group_index.append(index)
         builder.cbranch(builder.icmp_signed("<", group, end), group_body, done)
         builder.position_at_end(group_body)
+        self.group_number = group
+        if self.races is not None:
+            self.races.group_started(builder)
         # A group runs only where the ndrange has work-items: each extent is at least 1
         # (LLVM then knows, say, which way a grid-stride loop over `ndrange()` counts).
         for extent in self.extents:
@@ -460,18 +473,30 @@ class GroupFunctionBuilder(EntryPointBuilder):
         interleave = [module.add_metadata([
             ir.MetaDataString(module, "llvm.loop.interleave.count"),
             ir.Constant(i32, INTERLEAVED)])] if self.version.interleaved else []
+        # A kernel recording its accesses for race detection runs its work-items one by
+        # one, each access recorded before it happens.
+        scalar = [module.add_metadata([
+            ir.MetaDataString(module, "llvm.loop.vectorize.enable"),
+            ir.Constant(i1, 0)])] if self.races is not None else []
         identity.operands = (
             identity,
             module.add_metadata([ir.MetaDataString(module, "llvm.loop.parallel_accesses"),
                                  self.access_group]),
             module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")]),
-            *interleave)
+            *interleave, *scalar)
         return identity
 
     work_items_in_sequence = True     # a group's work-items: a loop on one thread
 
     def array_access(self, instruction) -> None:
         instruction.set_metadata("llvm.access.group", self.access_group)
+
+    def record_access(self, builder, op, address, indices) -> None:
+        """For race detection: every access to global and local memory (a private
+        array is its work-item's own)."""
+        if self.races is not None and op.operands[0].type.space != "private":
+            self.races.access(builder, op, self.function, address, indices,
+                              self.group_number, self.flat_item)
 
     def lower_item(self, builder, start, values=None, start_args=(), bindings=()) -> None:
         """The code of one work-item from `start` up to a barrier or the end."""
@@ -517,6 +542,8 @@ class GroupFunctionBuilder(EntryPointBuilder):
             for value in self.plan.written_uniform(start):
                 builder.store(builder.load(self.next[value], typ=llvm_type(value.type)),
                               self.current[value])
+            if self.races is not None:
+                self.races.barrier_passed(builder)
             builder.branch(dispatch)
         builder.position_at_end(finished)
 

@@ -52,6 +52,7 @@ from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 from . import argument_checks, fault
 from .calls import SMALL_INT, untyped
 from .fault import running
+from .races import RaceDetector, detects_races
 from .work_sharing import STATE_WORDS, Mailbox
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
@@ -106,6 +107,7 @@ _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int6
                                   ctypes.c_int64)
 _PYTHON_SCALARS = (float, int, bool)
 _LONGEST_ROW = 1024   # the work-items of a regrouped kernel's groups (`CPU.regrouped`)
+RACES = "races"   # CPU(debug=RACES), KERNELKIT_DEBUG=races: race detection
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
 _sched_getcpu = getattr(_libc, "sched_getcpu", None)   # (Linux)
 
@@ -130,6 +132,7 @@ class PreparedKernel:
     # (`CPU.regrouped`); False where it keeps its own shape; None: not asked yet
     regrouped: object = None
     fire: object = None       # its `fast_launcher`, once made; False: it has none
+    races: bool = False       # it records its accesses for the race detector (`races.py`)
     described: int = field(init=False, default=0)   # the description's address
     entry: int = field(init=False, default=0)       # the group function's address
     # What the native calls that run a fast launch read and keep (`work_sharing.STATE_WORDS`),
@@ -170,6 +173,13 @@ class PreparedKernel:
         self.state[1] = count
 
 
+def _debug_from_environment() -> bool | str:
+    """KERNELKIT_DEBUG as `CPU(debug=...)` takes it: RACES, or whether to check bounds
+    (any value but empty or 0)."""
+    setting = os.environ.get("KERNELKIT_DEBUG", "").strip().lower()
+    return RACES if setting == RACES else setting not in ("", "0")
+
+
 def default_threads() -> int:
     """KERNELKIT_NUM_THREADS where it is set, else the cores this process may run on (its
     CPU affinity, as `taskset` or a container's limit sets it), else every core."""
@@ -191,16 +201,29 @@ def default_threads() -> int:
 
 class CPU(Backend):
     """Kernels on this machine's cores. `threads` defaults to KERNELKIT_NUM_THREADS, else
-    the cores this process may run on (`default_threads`); `debug=True` (or
-    KERNELKIT_DEBUG=1) checks every array access."""
+    the cores this process may run on (`default_threads`).
+
+    `debug` (by default KERNELKIT_DEBUG's value): True (or KERNELKIT_DEBUG=1) checks
+    every array access, an access out of bounds raising an IndexError; "races" (or
+    KERNELKIT_DEBUG=races) also detects races (`races.py`): two work-items of a launch
+    touching one element, at least one writing, neither ordered by a barrier nor both
+    atomic, raise a `kk.RaceError` naming both. Race detection costs microseconds per
+    access and runs each launch on one thread (`threads` is then 1)."""
 
     name = "cpu"
 
-    def __init__(self, threads: int | None = None, debug: bool | None = None):
+    def __init__(self, threads: int | None = None, debug: bool | str | None = None):
         self.threads = max(1, int(threads or default_threads()))
         if debug is None:
-            debug = os.environ.get("KERNELKIT_DEBUG", "") not in ("", "0")
+            debug = _debug_from_environment()
+        elif isinstance(debug, str) and debug != RACES:
+            raise BackendError(f"CPU(debug={debug!r}): give True (check every array "
+                               f"access), {RACES!r} (check accesses and detect races) or "
+                               f"False")
+        self.races = debug == RACES
         self.debug = bool(debug)
+        if self.races:
+            self.threads = 1   # groups one after another, in order (`races.py`)
         self._error: BaseException | None = None   # of a queued launch, until synchronize
         # The compiler and the host's code generator are set up with the backend, not at
         # the first launch: a launch of a kernel found in the disk cache then costs
@@ -208,17 +231,22 @@ class CPU(Backend):
         from kernelkit.compiler import driver  # noqa: F401
         from .target import CPUTarget
         self._target = CPUTarget.host()
+        if self.races:
+            self._target = replace(self._target, races=True)
         fault.install()
 
     def __repr__(self) -> str:
-        return f"CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
+        debug = f", debug={RACES!r}" if self.races else ", debug=True" if self.debug else ""
+        return f"CPU(threads={self.threads}{debug})"
 
     @classmethod
     def target_named(cls, name):
+        """For "cpu", the target `CPU()` compiles for (with race detection where
+        KERNELKIT_DEBUG=races): an offline replay then gives what a launch compiles."""
         if name != "cpu":
             return None
         from .target import CPUTarget
-        return CPUTarget.host()
+        return replace(CPUTarget.host(), races=_debug_from_environment() == RACES)
 
     @classmethod
     def backend_of(cls, array):
@@ -326,10 +354,12 @@ class CPU(Backend):
         return PreparedKernel(function.__name__, entry, call, layout, argtypes,
                               _packer(argtypes, names), compiled, compiled.uses_print,
                               compiled.job.config.debug,
-                              fault.description(function.__name__, function))
+                              fault.description(function.__name__, function),
+                              races=detects_races(compiled.job.config.target))
 
     def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
-        if prepared.regrouped is not False and len(workgroupsize) > 1:
+        # (Race detection names work-groups as the launch asked for them.)
+        if prepared.regrouped is not False and len(workgroupsize) > 1 and not prepared.races:
             regrouped = self.regrouped(prepared, workgroupsize, ndrange)
             if regrouped:
                 prepared, workgroupsize = regrouped
@@ -339,16 +369,21 @@ class CPU(Backend):
         header, total, items = geometry
         if total == 0:
             return
-        error_record = None
-        if prepared.debug:
-            error_record = np.zeros(ERROR_RECORD_FIELDS, np.int64)
-            header = (*header[:-1], error_record.ctypes.data)
         args = _host_views(args)
+        error_record = races = None
+        if prepared.races:
+            races = RaceDetector(prepared.name, prepared.compiled, ndrange, workgroupsize,
+                                 prepared.argtypes, args)
+            error_record = races.record
+        elif prepared.debug:
+            error_record = np.zeros(ERROR_RECORD_FIELDS, np.int64)
+        if error_record is not None:
+            header = (*header[:-1], error_record.ctypes.data)
         packed = prepared.layout.struct.pack(*prepared.pack(header, args, None))
-        self.run_groups(prepared, packed, total, items, args, error_record)
+        self.run_groups(prepared, packed, total, items, args, error_record, races)
 
     def run_groups(self, prepared: PreparedKernel, packed: bytes, total: int, items: int,
-                   args, error_record=None) -> None:
+                   args, error_record=None, races: RaceDetector | None = None) -> None:
         """Run `total` work-groups (`items` work-items) of `prepared` on its packed record:
         at once on this thread where that is quicker than handing them to the threads;
         else queued for them, and where the device was idle and the launch is short, this
@@ -376,21 +411,22 @@ class CPU(Backend):
         small = per_group * total < _INLINE_SECONDS if per_group else items <= _INLINE_ITEMS
         if (small or total == 1 or self.threads == 1) and not device.queue:
             if per_group or total == 1 or self.threads == 1:
-                device.run_inline(prepared, packed, total, error_record)
+                device.run_inline(prepared, packed, total, error_record, races=races)
                 return
             # A kernel's first launch, few work-items: its first group, run here, says
             # whether the others are worth the other threads (each work-item may loop
             # long).
-            device.run_inline(prepared, packed, 1, error_record)
+            device.run_inline(prepared, packed, 1, error_record, races=races)
             if prepared.seconds_per_group * (total - 1) < _FIRST_LAUNCH_SECONDS:
-                device.run_inline(prepared, packed, total, error_record, first=1)
+                device.run_inline(prepared, packed, total, error_record, first=1,
+                                  races=races)
                 return
             device.submit(_Launch(prepared, packed, total, args, error_record, self,
-                                  self.threads, first=1))
+                                  self.threads, first=1, races=races))
         else:
             joined = not device.queue and 0 < per_group * total < _JOINED_SECONDS
             device.submit(_Launch(prepared, packed, total, args, error_record, self,
-                                  self.threads))
+                                  self.threads, races=races))
             if joined:
                 device.wait()
 
@@ -760,6 +796,14 @@ def _chunk_limit(prepared: PreparedKernel) -> int:
     return max(1, int(_CHUNK_SECONDS / per_group)) if per_group else 1
 
 
+def _check_error(prepared: PreparedKernel, error_record: np.ndarray,
+                 races: RaceDetector | None) -> BaseException:
+    """The error a launch's failed check recorded: a race, or an access out of bounds."""
+    if races is not None and races.failed():
+        return races.error()
+    return out_of_bounds_error(prepared.name, prepared.compiled, error_record)
+
+
 def _abandoned(interrupt: BaseException, names) -> None:
     """Say on the interrupt which kernels it stopped before they ran to the end."""
     if names:
@@ -780,6 +824,7 @@ class _Launch:
     first: int = 0             # the first group it runs (the ones before ran already)
     chunk: int = 1
     exception: BaseException | None = None
+    races: RaceDetector | None = None   # its race detector, in race mode
 
     def run_chunk(self, first: int, end: int) -> None:
         # Timed by the thread's CPU time: after the call, the thread waits for the GIL
@@ -806,8 +851,8 @@ class _Launch:
     def failed(self) -> bool:
         return self.error_record is not None and self.error_record[0] != 0
 
-    def error(self) -> IndexError:
-        return out_of_bounds_error(self.prepared.name, self.prepared.compiled, self.error_record)
+    def error(self) -> BaseException:
+        return _check_error(self.prepared, self.error_record, self.races)
 
 
 class _Device:
@@ -986,7 +1031,8 @@ class _Device:
                 time.sleep(1e-4)   # a new worker compiles the spin wait (see `Mailbox`)
 
     def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
-                   error_record: np.ndarray | None, first: int = 0) -> None:
+                   error_record: np.ndarray | None, first: int = 0,
+                   races: RaceDetector | None = None) -> None:
         """Run a launch's groups [first, groups) on the calling thread, now (the queue is
         empty): in one call where it is known to be short, else in chunks, between which
         Python sees Ctrl-C."""
@@ -999,13 +1045,15 @@ class _Device:
                     end = min(groups, first + _chunk_limit(prepared))
                     _run(prepared, packed, first, end)
                     first = end
+                    if error_record is not None and error_record[0] != 0:
+                        break   # a check failed: the launch stops there
             except KeyboardInterrupt as interrupt:
                 _abandoned(interrupt, [prepared.name])
                 raise
         if prepared.uses_print:
             self.printed = True
         if error_record is not None and error_record[0] != 0:
-            raise out_of_bounds_error(prepared.name, prepared.compiled, error_record)
+            raise _check_error(prepared, error_record, races)
 
     def finish(self, launch: _Launch) -> None:
         if launch.prepared.uses_print:

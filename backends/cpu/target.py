@@ -20,6 +20,8 @@ from kernelkit.errors import BackendError
 
 from .group import GroupFunctionBuilder
 from .object_symbols import undefined_symbols
+from .races import ACCESS_FUNCTION as RACE_ACCESS
+from .races import provide_access_function as provide_race_access
 from .runtime_library import PROVIDED as RUNTIME_LIBRARY
 from .runtime_library import runtime_library
 from .vector_math import load_libmvec, vector_library
@@ -44,6 +46,9 @@ class CPUTarget(Target):
     features: str
     name: str = "cpu"
     vector_library: str = ""    # vector math (vector_math.py): "" for the C library's own
+    # Kernels record their accesses for the race detector (`races.py`), and only the
+    # kernel's own barriers cut them into regions.
+    races: bool = False
 
     @classmethod
     def host(cls) -> CPUTarget:
@@ -56,6 +61,10 @@ class CPUTarget(Target):
         return _target_machine(self.cpu, self.features, opt_level)
 
     def passes(self) -> tuple[str, ...]:
+        if self.races:
+            # Without the passes that add barriers the kernel does not have: the race
+            # detector takes every barrier for one that orders the work-items.
+            return ("guard-versioning", "split-barriers")
         return ("guard-versioning", "masked-loops", "loop-barriers", "split-barriers")
 
     def triple(self) -> str:
@@ -64,7 +73,10 @@ class CPUTarget(Target):
     def emit_kernel(self, module: ir.Module, ir_module, job) -> dict:
         builder = GroupFunctionBuilder(module, ir_module, job, entry_symbol(job))
         builder.build()
-        return {"locations": builder.locations}
+        facts = {"locations": builder.locations}
+        if builder.races is not None:
+            facts["race_sites"] = builder.races.sites
+        return facts
 
     def pipeline_options(self, opt_level: int) -> llvm.PipelineTuningOptions:
         """A group's work-items are a loop: vectorize it, and straight-line code too."""
@@ -116,6 +128,8 @@ class _Loader:
                 runtime_library()
             if any(name.startswith("_ZGV") for name in needed):
                 load_libmvec()      # vector math, for object code from the disk cache
+            if RACE_ACCESS in needed:
+                provide_race_access()
             # Creating an engine also makes the process's own symbols searchable. It is
             # kept even where the object code is refused: each engine owns the one cached
             # target machine, and freeing an engine would free that.

@@ -57,6 +57,13 @@ class KernelEnvironment:
         """Called with every load and store of array elements, and every other
         instruction LLVM counts as touching memory (e.g. to attach metadata)."""
 
+    def record_access(self, builder: ir.IRBuilder, op: Op, address: ir.Value,
+                      indices: list[ir.Value]) -> None:
+        """Called where `op`, a load, store or atomic of an array element, is about to
+        access it, with the element's address and its indices (negative ones counted
+        from the end already). A target that watches accesses records the access here
+        (the CPU's race detector, `backends/cpu/races.py`); others emit nothing."""
+
     # Whether a group's work-items run one after another on one thread (the CPU's): then
     # an atomic on local memory, which only the group's work-items share, is a plain
     # read-modify-write, kept out of `array_access` so that no vector loop merges the

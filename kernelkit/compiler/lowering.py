@@ -261,6 +261,9 @@ class BodyLowering:
         self.values[op] = self.env.allocation(builder, op)
 
     def address(self, builder, op: Op, count: int):
+        """The address of the element that `op` (a load, store or atomic) accesses, after
+        the bounds check where the environment asks for it; the environment records the
+        access there too (`record_access`)."""
         array = self.array(op.operands[0])
         written = self.operands(builder, op)[1:1 + count]
         indices = [self.wrap_negative(builder, value, index, extent) for value, index, extent
@@ -274,7 +277,9 @@ class BodyLowering:
             offset = term if offset is None else builder.add(offset, term)
         if offset is None:
             offset = ir.Constant(i64, 0)
-        return builder.gep(array.data, [offset], source_etype=memory_type(array.type.dtype))
+        element = builder.gep(array.data, [offset], source_etype=memory_type(array.type.dtype))
+        self.env.record_access(builder, op, element, indices)
+        return element
 
     def wrap_negative(self, builder, value: Value, index: ir.Value, extent: ir.Value):
         """A negative index counts from the end, as in Python and NumPy: `index + extent`

@@ -19,6 +19,12 @@ SIZE = 512     # enough work-groups that the CPU runs them on all its threads
 RUNS = 40
 
 
+def size_and_runs(backend) -> tuple[int, int]:
+    """Where the race detector watches the launch (the AD suite's CPU), one small launch
+    shows a lost update as a race; elsewhere many large ones show it as a wrong result."""
+    return (4 * TILE, 1) if getattr(backend, "races", False) else (SIZE, RUNS)
+
+
 @kk.kernel
 def transposed_and_own(y, x, w):
     i, j = kk.index(kk.Global, kk.NTuple)
@@ -86,32 +92,34 @@ def test_a_transposed_read_updates_its_adjoint_atomically_and_an_own_read_plainl
 
 
 def test_a_transposed_read_loses_no_update_over_many_launches(backend):
+    size, runs = size_and_runs(backend)
     rng = np.random.default_rng(11)
-    x, seed = rng.uniform(-1, 1, (SIZE, SIZE)), rng.uniform(-1, 1, (SIZE, SIZE))
+    x, seed = rng.uniform(-1, 1, (size, size)), rng.uniform(-1, 1, (size, size))
     expected = seed * x.T + (seed * x).T
-    wrong = [run for run in range(RUNS)
+    wrong = [run for run in range(runs)
              if not np.allclose(gradient_of_x(backend, times_transpose, x, seed, (TILE, TILE)),
                                 expected, rtol=1e-14, atol=0)]
-    assert wrong == [], f"{len(wrong)} of {RUNS} launches gave a wrong gradient"
+    assert wrong == [], f"{len(wrong)} of {runs} launches gave a wrong gradient"
 
 
 def test_a_local_tile_read_transposed_updates_its_shadow_atomically(backend):
+    size, runs = size_and_runs(backend)
     rng = np.random.default_rng(12)
-    x, seed = rng.uniform(-1, 1, (SIZE, SIZE)), rng.uniform(-1, 1, (SIZE, SIZE))
+    x, seed = rng.uniform(-1, 1, (size, size)), rng.uniform(-1, 1, (size, size))
     ir = reverse_kernel_ir(backend, tile_times_its_transpose, (TILE, TILE), [x, x])
     shadows = re.findall(r"^\s*(%\d+) = localmem\b", ir, re.MULTILINE)
     assert sorted(op for value in shadows for op in updates_of(ir, value)
                   if op != "store") == ["atomic.add"] * 2, ir
     # Within each tile, y = t * t.T: dt = s * t.T + (s * t).T.
-    tiles = (SIZE // TILE, TILE, SIZE // TILE, TILE)
+    tiles = (size // TILE, TILE, size // TILE, TILE)
     t, s = x.reshape(tiles), seed.reshape(tiles)
     tiles_transposed = (0, 3, 2, 1)
     expected = (s * t.transpose(tiles_transposed) +
-                (s * t).transpose(tiles_transposed)).reshape(SIZE, SIZE)
-    wrong = [run for run in range(RUNS)
+                (s * t).transpose(tiles_transposed)).reshape(size, size)
+    wrong = [run for run in range(runs)
              if not np.allclose(gradient_of_x(backend, tile_times_its_transpose, x, seed,
                                               (TILE, TILE)), expected, rtol=1e-14, atol=0)]
-    assert wrong == [], f"{len(wrong)} of {RUNS} launches gave a wrong gradient"
+    assert wrong == [], f"{len(wrong)} of {runs} launches gave a wrong gradient"
 
 
 def test_an_array_read_only_transposed_is_gathered_by_each_elements_owner(backend):
