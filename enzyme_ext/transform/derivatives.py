@@ -93,10 +93,13 @@ def _truediv_partials(b, operands, result):
 @partials_of(ARITHMETIC["pow"], MATH["pow"])
 def _pow_partials(b, operands, result):
     x, y = operands
-    # d/dx x**y = y * x**(y - 1); d/dy = x**y * log(x), a thunk: built only when y is
+    # d/dx x**y = y * x**(y - 1), 0 where y is 0 (x**0 is 1 for every x; the product
+    # would be 0 * inf at x = 0); d/dy = x**y * log(x), a thunk: built only when y is
     # active (log of a negative base is nan, and a constant exponent is the usual case).
-    return [lambda: _mul(b, y, b.binary("pow", x, _sub(b, y, _c(b, 1.0, y)))),
-            lambda: _mul(b, result(), b.math("log", x))]
+    def d_x():
+        product = _mul(b, y, b.binary("pow", x, _sub(b, y, _c(b, 1.0, y))))
+        return b.select(b.compare("eq", y, _c(b, 0, y)), _c(b, 0.0, product), product)
+    return [d_x, lambda: _mul(b, result(), b.math("log", x))]
 
 
 @partials_of(ARITHMETIC["min"])

@@ -125,11 +125,12 @@ def test_a_local_tile_read_transposed_updates_its_shadow_atomically(backend):
 def test_an_array_read_only_transposed_is_gathered_by_each_elements_owner(backend):
     # Every read of x is at x[j, i]: one work-item per element, so the gather kernel
     # (enzyme_ext/transform/gather.py) makes its updates, plainly, not the atomics.
+    size, runs = size_and_runs(backend)
     rng = np.random.default_rng(13)
-    x, seed = rng.uniform(-1, 1, (SIZE, SIZE)), rng.uniform(-1, 1, (SIZE, SIZE))
+    x, seed = rng.uniform(-1, 1, (size, size)), rng.uniform(-1, 1, (size, size))
     assert "atomic" not in reverse_kernel_ir(backend, squares_transposed, (TILE, TILE), [x, x])
     expected = 2.0 * x * seed.T
-    wrong = [run for run in range(RUNS)
+    wrong = [run for run in range(runs)
              if not np.allclose(gradient_of_x(backend, squares_transposed, x, seed,
                                               (TILE, TILE)), expected, rtol=1e-14, atol=0)]
-    assert wrong == [], f"{len(wrong)} of {RUNS} launches gave a wrong gradient"
+    assert wrong == [], f"{len(wrong)} of {runs} launches gave a wrong gradient"
