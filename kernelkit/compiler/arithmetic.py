@@ -46,19 +46,44 @@ def convert(builder: ir.IRBuilder, value: ir.Value, source: T.ScalarType,
 
 
 def _add(b, x, y, t, env):
-    return b.fadd(x, y) if t.is_float else b.add(x, y)
+    if t.is_float:
+        return _numpy_nan(b, b.fadd(x, y), y, x) if t.bits == 16 else b.fadd(x, y)
+    return b.add(x, y)
 
 
 def _sub(b, x, y, t, env):
-    return b.fsub(x, y) if t.is_float else b.sub(x, y)
+    if t.is_float:
+        return _numpy_nan(b, b.fsub(x, y), x, y) if t.bits == 16 else b.fsub(x, y)
+    return b.sub(x, y)
 
 
 def _mul(b, x, y, t, env):
-    return b.fmul(x, y) if t.is_float else b.mul(x, y)
+    if t.is_float:
+        return _numpy_nan(b, b.fmul(x, y), y, x) if t.bits == 16 else b.fmul(x, y)
+    return b.mul(x, y)
 
 
 def _truediv(b, x, y, t, env):
-    return b.fdiv(x, y)
+    return _numpy_nan(b, b.fdiv(x, y), x, y) if t.bits == 16 else b.fdiv(x, y)
+
+
+def _numpy_nan(b, result, first, second):
+    """A float16 `result` whose NaN is the one NumPy gives on x86, bit for bit, where
+    PTX's f16 instructions give one positive canonical NaN: the NaN operand (`first`
+    where both are), quieted, or the negative default NaN of an invalid operation
+    (`inf - inf`, `0 / 0`). float32 and float64 NaNs made by arithmetic keep the
+    hardware's sign; float16 is computed through float32 anyway, so this costs little."""
+    bits = ir.IntType(16)
+
+    def quieted(value):
+        return b.or_(b.bitcast(value, bits), ir.Constant(bits, 0x0200))
+
+    def is_nan(value):
+        return b.fcmp_unordered("uno", value, value)
+
+    nan = b.select(is_nan(first), quieted(first),
+                   b.select(is_nan(second), quieted(second), ir.Constant(bits, 0xFE00)))
+    return b.select(is_nan(result), b.bitcast(nan, result.type), result)
 
 
 def _float_divmod(b, x, y, t, env):

@@ -205,3 +205,25 @@ def test_float16_arithmetic_matches_numpy(backend):
         expected = [a + b, a - b, a * b, a / b]
     for actual, wanted in zip(outputs, expected):
         assert_same_halves(actual, wanted)
+
+
+def halves(*bits: int) -> np.ndarray:
+    return np.array(bits, np.uint16).view(np.float16)
+
+
+def test_float16_nans_from_arithmetic_are_numpys_bit_for_bit(backend):
+    """Invalid operations give NumPy's (x86's) negative default NaN, and a NaN operand
+    comes through quieted with its sign and payload, where PTX's f16 instructions would
+    give one positive canonical NaN."""
+    nan, negative_nan, signaling, payload = 0x7E00, 0xFE00, 0x7C01, 0xFD55
+    inf, negative_inf, zero, one = 0x7C00, 0xFC00, 0x0000, 0x3C00
+    pairs = [(inf, inf), (inf, negative_inf), (zero, zero), (zero, inf), (negative_nan, one),
+             (one, negative_nan), (signaling, one), (one, payload), (payload, one),
+             (nan, one), (one, zero), (negative_nan, nan), (nan, negative_nan),
+             (payload, signaling)]
+    a, b = halves(*(x for x, _ in pairs)), halves(*(y for _, y in pairs))
+    outputs = launch(backend, four_ops, [np.zeros(len(a), np.float16) for _ in range(4)], a, b)
+    with np.errstate(all="ignore"):
+        expected = [a + b, a - b, a * b, a / b]
+    for actual, wanted in zip(outputs, expected):
+        np.testing.assert_array_equal(actual.view(np.uint16), wanted.view(np.uint16))

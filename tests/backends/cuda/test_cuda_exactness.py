@@ -68,3 +68,20 @@ def test_a_conversion_to_float16_on_the_gpu_keeps_a_nan_s_sign(source):
     ptx = kk.code_native(to_half, backend, y, x, ndrange=64, workgroupsize=64)
     bits = 64 if source == np.float64 else 32
     assert f"setp.nan.f{bits}" in ptx and "selp.b16" in ptx
+
+
+@kk.kernel
+def half_sum(y, a: kk.Const, b: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = a[i] + b[i]
+
+
+@needs_toolchain
+def test_float16_arithmetic_on_the_gpu_selects_numpy_s_nan():
+    """PTX's f16 `add` returns its positive canonical NaN for `inf - inf`: the kernel
+    selects NumPy's (x86's negative default NaN, or the operand's) instead."""
+    backend = compile_only()
+    y, a, b = (kk.zeros(backend, np.float16, 64) for _ in range(3))
+    ptx = kk.code_native(half_sum, backend, y, a, b, ndrange=64, workgroupsize=64)
+    assert "add.rn.f16" in ptx and "setp.nan.f16" in ptx
+    assert "-512" in ptx   # 0xFE00, the negative default NaN, as a signed 16-bit number
