@@ -97,6 +97,12 @@ class PTXTarget(Target):
     def machine(self, opt_level: int = 3) -> llvm.TargetMachine:
         return _target_machine(self.arch, opt_level)
 
+    def passes(self) -> tuple[str, ...]:
+        """Grid-stride loops with their trip counts, which LLVM needs to unroll them: a
+        thread then has the loads of several trips in flight, as a GPU needs to hide
+        memory latency (`kernelkit/passes/trip_counts.py`)."""
+        return ("trip-counts",)
+
     def triple(self) -> str:
         return TRIPLE
 
