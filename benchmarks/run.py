@@ -18,17 +18,19 @@ best. Process cases (cold compile, import, the compile time of a 400- and a
 inside it, so interpreter start-up is not counted.
 
 The peers are per backend kind (`peers.PEERS`): numpy and numba on the CPU, CuPy and
-PyTorch on the GPU. On the GPU, memory-bound cases are also measured against the
-device-to-device copy bandwidth of the same run (the driver's memcpy of a buffer the
-size of saxpy's arrays), counting bytes read and written.
+PyTorch on the GPU. Memory-bound cases are also measured against the copy bandwidth of
+the same run (on a GPU the driver's device-to-device memcpy of a buffer the size of
+saxpy's arrays, on the CPU the `copy` kernel), counting bytes read and written.
 
 The automatic-differentiation cases (`enzyme_ext`): `<case>_reverse` times
-`autodiff(Reverse, k(backend, wg), ...)` (augmented forward and reverse) next to the
-primal launch, in a column "primal" (kk/primal is reverse / primal), after checking the
-derivatives against analytic ones; `grad_sin_x` times the gradient of sum(sin(x) * x)
-next to the optional gradient peers (`peers.GRADIENT_PEERS`: JAX, Warp, Taichi;
-`pip install -e '.[bench-ad]'`); `ad_cold_compile` and `ad_warm_start` time the first
-autodiff call in a fresh interpreter, with an empty and with a filled cache.
+`autodiff(Reverse, k(backend, wg), ...)` (one combined kernel, or the augmented forward
+and reverse) next to the primal launch, in a column "primal" (kk/primal is reverse /
+primal), after checking the derivatives against analytic ones, and against its byte
+floor (`byte_floor`: the bytes its kernels must move, at the run's copy bandwidth);
+`grad_sin_x` times the gradient of sum(sin(x) * x) next to the optional gradient peers
+(`peers.GRADIENT_PEERS`: JAX, Warp, Taichi; `pip install -e '.[bench-ad]'`);
+`ad_cold_compile` and `ad_warm_start` time the first autodiff call in a fresh
+interpreter, with an empty and with a filled cache.
 
 The `_debug` cases run a case again on a backend with bounds checks (`debug=True`, as
 KERNELKIT_DEBUG=1 gives), so the table shows what leaving them on costs.
@@ -118,6 +120,7 @@ class Measurement:
     correct: bool | None = None  # None where the case has no result to check
     error: str | None = None     # why kernelkit could not run the case
     bytes_moved: int | None = None  # per run, read + written, for memory-bound cases
+    floor_bytes: int | None = None  # reverse mode: the bytes its kernels must move, per call
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +129,7 @@ class Context:
     backend: object
     peers: tuple  # peer objects from peers.PEERS, in column order
     sizes: Sizes
-    reference: dict  # measured once per run: "copy_bandwidth" (bytes per second, GPU)
+    reference: dict  # measured once per run: "copy_bandwidth" (bytes per second)
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,16 +475,21 @@ def calls_per_run(ctx: Context, bytes_moved: int) -> int:
 
 
 def device_copy_bandwidth(ctx: Context) -> float:
-    """Bytes read and written per second by the driver's device-to-device copy between two
-    contiguous GPU arrays of saxpy's size (`kk.copyto`), median over the run's repeats."""
+    """Bytes read and written per second by a copy between two contiguous arrays of
+    saxpy's size, median over the run's repeats: the driver's device-to-device copy
+    (`kk.copyto`) on a GPU, the `copy` kernel on the CPU (on all its threads)."""
     n = ctx.sizes.saxpy
     source = kk.zeros(ctx.backend, np.float32, n)
     destination = kk.zeros(ctx.backend, np.float32, n)
     calls = ctx.sizes.calls
+    copy = kernels.copy(ctx.backend, kernels.SAXPY_GROUP)
 
     def run() -> None:
         for _ in range(calls):
-            kk.copyto(destination, source)
+            if ctx.backend_name == "cuda":
+                kk.copyto(destination, source)
+            else:
+                copy(destination, source, ndrange=n)
         kk.synchronize(ctx.backend)
 
     return 2 * 4 * n / measure(run, ctx.sizes, calls).median
@@ -762,7 +770,17 @@ def bench_sin_x(ctx: Context) -> Measurement:
                               check, (np.zeros(n, np.float32), x_host), bytes_moved=2 * 4 * n)
 
 
-def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1) -> Measurement:
+def byte_floor(n: int, itemsize: int = 4, **accesses: str) -> int:
+    """The bytes a launch must move over `n` elements of `itemsize` bytes: for each array,
+    "r" (read), "w" (written) or "rw". For reverse mode, from the activities, as one kernel
+    does it: a Const array is read; a Duplicated array's primal is read and written as the
+    primal does, and its shadow read and written where the reverse changes it (an output's
+    shadow is read and zeroed, an input's is added to), an untouched one read."""
+    return n * itemsize * sum(len(access) for access in accesses.values())
+
+
+def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1,
+                  floor_bytes: int | None = None) -> Measurement:
     """Reverse mode of one launch next to the primal launch, timed alike, both on the
     run's backend: `setup()` gives (primal arguments, activities, ndrange), the
     activities wrapping the same arrays, with fresh shadows; `check(activities,
@@ -799,7 +817,8 @@ def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1)
 
         return {"primal": measure(run, ctx.sizes, calls)}
 
-    return measure_case(size, kernelkit_side, peers=primal)
+    return dataclasses.replace(measure_case(size, kernelkit_side, peers=primal),
+                               floor_bytes=floor_bytes)
 
 
 def _close(actual, expected, rtol: float) -> bool:
@@ -830,7 +849,8 @@ def bench_saxpy_reverse(ctx: Context) -> Measurement:
                 and agrees(dy, seed, rtol=0.0) and _close(derivatives[1], da, 1e-5))
 
     return _reverse_case(ctx, f"{n:,}", kernels.saxpy(ctx.backend, kernels.SAXPY_GROUP),
-                         setup, check, calls=calls_per_run(ctx, 3 * 4 * n))
+                         setup, check, calls=calls_per_run(ctx, 3 * 4 * n),
+                         floor_bytes=byte_floor(n, y="rw", x="r", dy="r", dx="rw"))
 
 
 def bench_stencil_reverse(ctx: Context) -> Measurement:
@@ -868,7 +888,9 @@ def bench_stencil_reverse(ctx: Context) -> Measurement:
     interior = (edge - 2) ** 2
     return _reverse_case(ctx, f"{edge}x{edge}",
                          kernels.stencil5(ctx.backend, kernels.STENCIL_GROUP), setup, check,
-                         calls=calls_per_run(ctx, 4 * (edge * edge + interior)))
+                         calls=calls_per_run(ctx, 4 * (edge * edge + interior)),
+                         floor_bytes=byte_floor(interior, out="w", dout="rw") +
+                         byte_floor(edge * edge, u="r", du="rw"))
 
 
 def bench_sin_x_reverse(ctx: Context) -> Measurement:
@@ -893,7 +915,8 @@ def bench_sin_x_reverse(ctx: Context) -> Measurement:
                 and not np.any(kk.to_numpy(activities[0].shadow)))
 
     return _reverse_case(ctx, f"{n:,}", kernels.sin_times_x(ctx.backend, kernels.SIN_GROUP),
-                         setup, check, calls=calls_per_run(ctx, 2 * 4 * n))
+                         setup, check, calls=calls_per_run(ctx, 2 * 4 * n),
+                         floor_bytes=byte_floor(n, y="w", x="r", dy="rw", dx="rw"))
 
 
 def bench_matmul_tiled_reverse(ctx: Context) -> Measurement:
@@ -1209,8 +1232,26 @@ def result_rows(results: list[tuple[Case, Measurement]], peer_names: list[str],
                                 for name, peer in ((n, timing_record(measurement.peers.get(n)))
                                                    for n in peer_names)},
             "error": measurement.error,
+            "floor_bytes": measurement.floor_bytes,
+            "floor_ratio": (kernelkit.median * ctx.reference["copy_bandwidth"] /
+                            measurement.floor_bytes
+                            if measurement.floor_bytes and kernelkit is not None and
+                            ctx.reference.get("copy_bandwidth") else None),
         })
     return rows
+
+
+def print_floors(rows: list[dict]) -> None:
+    """Reverse-mode cases against their byte floor: the time a copy of that many bytes
+    takes at the run's copy bandwidth."""
+    measured = [row for row in rows if row.get("floor_ratio")]
+    if not measured:
+        return
+    print("\nreverse mode against its byte floor (the bytes its kernels must move, at the "
+          "copy's bandwidth)")
+    for row in measured:
+        print(f"  {row['case']}: {row['floor_bytes'] / 2 ** 20:.0f} MiB a call, "
+              f"{row['floor_ratio']:.2f}x the floor")
 
 
 def print_table(rows: list[dict], peer_names: list[str], primary: str | None) -> None:
@@ -1241,7 +1282,7 @@ def print_bandwidths(rows: list[dict], reference: float | None) -> None:
     measured = [row for row in rows if row.get("bandwidth")]
     if not measured:
         return
-    print(f"\nbandwidth (read + written), GB/s; device-to-device copy: "
+    print(f"\nbandwidth (read + written), GB/s; copy: "
           f"{reference / 1e9:.0f} GB/s" if reference else "\nbandwidth (read + written), GB/s")
     for row in measured:
         share = f" ({row['bandwidth'] / reference:.0%} of copy)" if reference else ""
@@ -1348,8 +1389,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = (GPU_QUICK if args.quick else GPU_FULL) if gpu else (QUICK if args.quick else FULL)
     ctx = Context(backend_name=args.backend, backend=make_backend(args.backend, args.threads),
                   peers=peers, sizes=sizes, reference={})
-    if gpu:
-        ctx.reference["copy_bandwidth"] = device_copy_bandwidth(ctx)
+    ctx.reference["copy_bandwidth"] = device_copy_bandwidth(ctx)
     primary = PRIMARY_PEER.get(args.backend)
 
     results = []
@@ -1374,6 +1414,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{' (quick sizes)' if args.quick else ''}; medians of the pooled runs\n")
     print_table(rows, peer_names, primary)
     print_bandwidths(rows, ctx.reference.get("copy_bandwidth"))
+    print_floors(rows)
     if args.json:
         report = {"backend": args.backend, "quick": args.quick, "primary_peer": primary,
                   "copy_bandwidth": ctx.reference.get("copy_bandwidth"),

@@ -1,15 +1,18 @@
-"""The generic launch rules: forward mode, and reverse mode split in two, for every
-backend alike.
+"""The generic launch rules: forward mode, and reverse mode in one kernel or split in
+two, for every backend alike.
 
 `job = compiler_job_from_backend(backend, fn, argtypes)` gives the parent job; the
 derivative kernels are that job with the AD plugin's transform (`jobs.derivative_job`),
 compiled by kernelkit's driver and launched through the backend's own `prepare` and
-`launch`, with the same ndrange and work-group size as the primal. Reverse mode
-allocates the tape from `tape_type`'s record on the backend, launches the augmented
-forward kernel, then the reverse kernel, then sums each `Active` scalar's per-work-item
-partials on the backend (`reduce.py`). Nothing here asks which backend it has."""
+`launch`, with the same ndrange and work-group size as the primal. Reverse mode runs
+the combined kernel (`transform/combined.py`) where the tape has a constant size;
+elsewhere, and always for `ReverseSplit`, it allocates the tape from `tape_type`'s record
+on the backend, launches the augmented forward kernel, then the reverse kernel. Then it
+sums each `Active` scalar's per-work-item partials on the backend (`reduce.py`). Nothing
+here asks which backend it has."""
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 import weakref
@@ -20,13 +23,14 @@ from kernelkit.compiler.driver import compile_job
 from kernelkit.errors import CompileError, KernelkitError, LaunchError
 from kernelkit.ir import types as T
 from kernelkit.lang.kernel import Launcher
+from kernelkit.logs import get_logger
 
 from .activities import (Activity, Active, Const, Duplicated, Mode, activity_class)
 from .device import translate_call
 from .jobs import compiler_job_from_backend, derivative_job
 from .reduce import deterministic_sum
-from .signature import AUGMENTED, FORWARD, GATHER, REVERSE, derivative_parameters
-from .tape import DEFAULT_MAX_ITERATIONS, Tape
+from .signature import AUGMENTED, COMBINED, FORWARD, GATHER, REVERSE, derivative_parameters
+from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
 from .transform.plugin import WRITTEN, ADPlugin
 
 
@@ -51,6 +55,10 @@ def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
     if mode is not Mode.REVERSE:
         raise KernelkitError(f"autodiff takes Forward or Reverse; for {mode!r} use "
                              f"autodiff_thunk")
+    derivatives = rule_for(launch, tuple(map(_activity_of, args)), max_iterations).combined(
+        args, ndrange, workgroupsize)
+    if derivatives is not None:
+        return derivatives
     forward, reverse = autodiff_thunk(Mode.REVERSE_SPLIT, launch, *map(_activity_of, args),
                                       max_iterations=max_iterations)
     tape = forward(*args, ndrange=ndrange, workgroupsize=workgroupsize)
@@ -82,6 +90,7 @@ def autodiff_thunk(mode: Mode, launch, *activities, max_iterations: int | None =
 
 
 _rules: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+logger = get_logger("autodiff")
 
 
 def rule_for(launch, activities: tuple, max_iterations: int) -> Rule:
@@ -97,6 +106,10 @@ def rule_for(launch, activities: tuple, max_iterations: int) -> Rule:
     if rule is None:
         rule = rules[key] = Rule(launch, activities, max_iterations)
     return rule
+
+
+class TwoKernelsNeeded(Exception):
+    """The tape of this launch's reverse grows with a loop: no combined kernel."""
 
 
 def _activity_of(argument) -> type[Activity]:
@@ -218,8 +231,13 @@ class Rule:
         for mode in modes:
             entry = self._prepared.get((mode, key))
             if entry is None:
-                entry = self._prepared[(mode, key)] = self.prepare(mode, values, shadows,
-                                                                   ndrange, workgroupsize)
+                try:
+                    entry = self.prepare(mode, values, shadows, ndrange, workgroupsize)
+                except TwoKernelsNeeded as error:
+                    entry = error
+                self._prepared[(mode, key)] = entry
+            if isinstance(entry, TwoKernelsNeeded):
+                raise entry
             entries.append(entry)
         return entries, ndrange, workgroupsize
 
@@ -239,13 +257,32 @@ class Rule:
             for shadow, name in zip(shadows, kernel.parameters))
         parent = compiler_job_from_backend(backend, kernel.function, argtypes,
                                            workgroupsize=workgroupsize)
+        if mode == COMBINED and not tape_layout(derivative_job(
+                parent, AUGMENTED, self.names, shadow_types)).combined:
+            raise TwoKernelsNeeded(kernel.name)
         job = derivative_job(parent, mode, self.names, shadow_types)
         compiled = _compile(job, kernel.name)
+        if mode in (COMBINED, AUGMENTED) and logger.isEnabledFor(logging.INFO):
+            self.log_tape(mode, compiled.notes[ADPlugin.name], values)
         parameters = derivative_parameters(mode, list(self.names), list(kernel.parameters),
                                            list(argtypes), list(shadow_types))
         assert compiled.parameter_types == tuple(p.type for p in parameters)
         prepared = backend.prepare(compiled, compiled.parameter_types, len(ndrange))
         return prepared, parameters, compiled
+
+    def log_tape(self, mode: str, layout, values) -> None:
+        if mode == COMBINED:    # in private memory: registers, where the slots are few
+            floats, integers = layout.constant_slots()
+            how, size = "in one kernel, with a private tape of", 8 * (floats + integers)
+        else:                   # in global memory, with the counts
+            floats, integers = layout.slots(values, self.max_iterations or
+                                            DEFAULT_MAX_ITERATIONS)
+            how, size = "in two kernels, with a tape of", 8 * (floats + integers + 2)
+        unknown = layout.unknown_loops() if mode != COMBINED else []
+        logger.info("kernel '%s': reverse mode %s %d float and %d integer slots, %d bytes "
+                    "per work-item%s", self.kernel.name, how, floats, integers, size,
+                    f" (loops at lines {', '.join(str(loop.line) for loop in unknown)} "
+                    f"counted at launch)" if unknown else "")
 
     # -- the launches ----------------------------------------------------------------------
 
@@ -257,6 +294,25 @@ class Rule:
         arguments = [values[p.index] if p.role == "primal" else shadows[p.index]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
+
+    def combined(self, args, ndrange, workgroupsize):
+        """`autodiff(Reverse, ...)` as one launch of the combined kernel (the augmented
+        primal, then its reverse, in each work-item, with a private tape), after the gather
+        kernel if there is one, where the tape has a constant size; None where it grows
+        with a loop (the caller runs the two halves, `ReverseSplit`'s)."""
+        values, shadows = self.unwrap(args, REVERSE)
+        try:
+            [(prepared, parameters, compiled)], ndrange, workgroupsize = self.derivatives(
+                (COMBINED,), values, shadows, ndrange, workgroupsize)
+        except TwoKernelsNeeded:
+            return None
+        self.refuse_shared_memory(values, shadows, compiled.notes[WRITTEN])
+        gather = None
+        if compiled.notes[ADPlugin.name].gather:   # neighbours' updates, before it
+            [gather], _, _ = self.derivatives((GATHER,), values, shadows, ndrange,
+                                              workgroupsize)
+        return self.launch_reverse((prepared, parameters), values, shadows, None, ndrange,
+                                   workgroupsize, gather)
 
     def augmented_forward(self, args, ndrange, workgroupsize) -> Tape:
         values, shadows = self.unwrap(args, AUGMENTED)
@@ -336,22 +392,37 @@ class Rule:
             raise LaunchError(f"kernel '{self.kernel.name}': the reverse pass must have the "
                               f"forward's ndrange and workgroupsize {tape.geometry}, not "
                               f"{(ndrange, workgroupsize)}")
-        # One partial per work-group, each written by its group.
         ndrange, workgroupsize = tape.geometry
+        gather = None
+        if compiled.notes[ADPlugin.name].gather:   # neighbours' updates, before the reverse
+            [gather], _, _ = self.derivatives((GATHER,), values, shadows, ndrange,
+                                              workgroupsize)
+        return self.launch_reverse((prepared, parameters), values, shadows, tape, ndrange,
+                                   workgroupsize, gather)
+
+    def launch_reverse(self, kernel, values, shadows, tape: Tape | None, ndrange,
+                       workgroupsize, gather=None):
+        """Launch a reverse or combined `kernel` (prepared, parameters), after its
+        `gather` kernel if it has one (which reads no tape: a combined kernel's has
+        empty arrays for it); each Active scalar's derivative, summed from one partial
+        per work-group."""
         groups = math.prod(-(-n // g) for n, g in zip(ndrange, workgroupsize))
         partials = {p.index: self.backend.allocate(np.float64, (groups,))
-                    for p in parameters if p.role == "partials"}
-        arguments = []
-        for p in parameters:
-            arguments.append(values[p.index] if p.role == "primal" else
-                             shadows[p.index] if p.role == "shadow" else
-                             partials[p.index] if p.role == "partials" else
-                             tape.arrays[p.field])
-        if compiled.notes[ADPlugin.name].gather:   # neighbours' updates, before the reverse
-            [(gather, _, _)], _, _ = self.derivatives((GATHER,), values, shadows, ndrange,
-                                                      workgroupsize)
-            self.backend.launch(gather, tuple(arguments), ndrange, workgroupsize)
-        self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
+                    for p in kernel[1] if p.role == "partials"}
+
+        def launch(prepared, parameters, *_) -> None:
+            nonlocal tape
+            if tape is None and any(p.role == "tape" for p in parameters):
+                tape = Tape.for_launch(self.backend, (0, 0), 0, (ndrange, workgroupsize),
+                                       self.kernel.name)
+            arguments = [values[p.index] if p.role == "primal" else
+                         shadows[p.index] if p.role == "shadow" else
+                         partials[p.index] if p.role == "partials" else
+                         tape.arrays[p.field] for p in parameters]
+            self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
+        if gather is not None:
+            launch(*gather)
+        launch(*kernel)
         return tuple(deterministic_sum(self.backend, partials[i]) if i in partials else None
                      for i in range(len(values)))
 

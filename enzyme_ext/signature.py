@@ -6,7 +6,9 @@ kernels it makes, and what the launch rules pass them. One list, so the two agre
 - augmented (the forward half of reverse mode): the primal parameters, then the tape;
 - reverse: each primal parameter, followed by its shadow (the adjoint) when it is a
   `Duplicated` array, or by its partials (one float64 per work-group, the sum of its
-  work-items' shares, summed by the rule) when it is an `Active` scalar; then the tape.
+  work-items' shares, summed by the rule) when it is an `Active` scalar; then the tape;
+- combined (the primal and its reverse in one kernel, where nothing needs taping): the
+  reverse kernel's, without the tape.
 
 The tape is three 2-D arrays indexed [slot, work-item]: floats (float64), integers
 (int64) and counts (how many slots of each a work-item used), so that consecutive
@@ -21,7 +23,8 @@ from .activities import has_shadow, is_active
 
 FORWARD, AUGMENTED, REVERSE = "forward", "augmented", "reverse"
 GATHER = "gather"   # the reverse kernel's neighbours' updates, gathered (transform/gather.py)
-MODES = (FORWARD, AUGMENTED, REVERSE, GATHER)
+COMBINED = "combined"   # the primal, then its reverse, in one kernel (transform/combined.py)
+MODES = (FORWARD, AUGMENTED, REVERSE, GATHER, COMBINED)
 
 TAPE_FIELDS: tuple[tuple[str, T.ScalarType], ...] = (
     ("tape_floats", T.float64), ("tape_integers", T.int64), ("tape_counts", T.int64))
@@ -50,6 +53,9 @@ def derivative_parameters(mode: str, activities: list[str], names: list[str],
                           ) -> list[Parameter]:
     if mode == GATHER:      # launched with the reverse kernel's arguments
         mode = REVERSE
+    if mode == COMBINED:
+        return [p for p in derivative_parameters(REVERSE, activities, names, types,
+                                                 shadow_types) if p.role != "tape"]
     parameters = []
     for index, (activity, name, primal_type) in enumerate(zip(activities, names, types)):
         parameters.append(Parameter(name, primal_type, "primal", index))

@@ -18,7 +18,7 @@ from typing import Callable
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.definitions import (ARITHMETIC, CAST, MATH, SELECT, UNARY, OpDefinition)
-from kernelkit.ir.ops import Value
+from kernelkit.ir.ops import Value, constant_value, is_op
 
 ONE = "one"
 MINUS_ONE = "minus_one"
@@ -269,7 +269,30 @@ def times(b: Builder, derivative: Value, partial) -> Value | None:
         return derivative
     if partial is MINUS_ONE:
         return b.unary("neg", derivative)
+    choice = _choice(partial)
+    if choice is not None:
+        # A choice's partial (1 for the chosen operand, 0 for the other): the derivative
+        # where chosen, else 0, even where it is infinite (x / 0 on the branch not taken,
+        # clamped away), which times 0 would make nan.
+        condition, chosen = choice
+        zero = b.constant(0.0, derivative.type)
+        return b.select(condition, derivative, zero) if chosen else \
+            b.select(condition, zero, derivative)
     return scaled(b, derivative, partial)
+
+
+def _choice(partial) -> tuple[Value, bool] | None:
+    """(condition, whether it picks this operand) of a partial `_chosen` made: a select
+    of the constants 1 and 0."""
+    if not is_op(partial, SELECT):
+        return None
+    condition, if_true, if_false = partial.operands
+    values = (constant_value(if_true), constant_value(if_false))
+    if values == (1.0, 0.0):
+        return condition, True
+    if values == (0.0, 1.0):
+        return condition, False
+    return None
 
 
 def has_partials(definition: OpDefinition) -> bool:

@@ -30,6 +30,17 @@ class GroupSum:
 
     def store(self, values: list[Value], arrays: list[Value]) -> None:
         """Each of `values` summed over the group, into its array at the group's number."""
+        b = self.b
+
+        def store_totals(totals: list[Value]) -> None:
+            group = linear_group(b, self.workgroupsize)
+            for total, array in zip(totals, arrays):
+                b.op(STORE, [array, group, total])
+        self.add_up(values, store_totals)
+
+    def add_up(self, values: list[Value], use) -> None:
+        """Each of `values` summed over the group; `use(totals)` builds, where the group's
+        first work-item goes on alone, what is done with the sums."""
         b, rows = self.b, len(values)
         local = linear_local_item(b, self.workgroupsize)
         scratch = b.op(LOCALMEM, [], T.ArrayType(T.float64, 2, "C", space="local",
@@ -40,7 +51,7 @@ class GroupSum:
         first = b.emit(COMPARISONS["eq"], [local, b.constant(0, T.int64)], T.bool_)
         partial = partial_group(b, self.workgroupsize)
 
-        def add_up() -> None:
+        def first_item_sums() -> None:
             whole, ragged = b.new_block(), b.new_block()
             done = b.new_block((T.float64,) * rows)
             b.cbr(partial, ragged, [], whole, [])
@@ -48,10 +59,8 @@ class GroupSum:
                 b.position_at_end(block)
                 b.br(done, self.sums(scratch, rows, guarded))
             b.position_at_end(done)
-            group = linear_group(b, self.workgroupsize)
-            for total, array in zip(done.params, arrays):
-                b.op(STORE, [array, group, total])
-        self.when(first, add_up)
+            use(list(done.params))
+        self.when(first, first_item_sums)
 
     def sums(self, scratch: Value, rows: int, guarded: bool) -> list[Value]:
         """Each row of `scratch` added up, entry e into lane e mod ACCUMULATORS, then the

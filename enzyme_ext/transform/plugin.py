@@ -21,11 +21,13 @@ from kernelkit.ir.definitions import INTRINSIC
 from kernelkit.ir.function import Function, Module
 from kernelkit.ir.ops import Op
 
-from ..signature import (AUGMENTED, FORWARD, GATHER, MODES, REVERSE, derivative_parameters,
+from ..signature import (AUGMENTED, COMBINED, FORWARD, GATHER, MODES, REVERSE,
+                         derivative_parameters,
                          shadow_type)
 from ..custom import JVP_MARKER, VJP_MARKER
 from ..device import MARKER as DEVICE_MARKER
 from .activity import source_error, written_arrays
+from .combined import combined_kernel
 from .custom import plain_calls
 from .device import expand_device_autodiff
 from .forward import tangent_kernel
@@ -88,11 +90,25 @@ class ADPlugin(Plugin):
             workgroupsize = tuple(attrs["workgroupsize"])
             augmented, reverse, plan = reverse_kernels(kernel, activities, shadows,
                                                        workgroupsize, module)
-            gather = gathered(module, reverse, derivative_parameters(
-                REVERSE, activities, list(kernel.arg_names), types, shadows), workgroupsize)
-            derivative = {AUGMENTED: augmented, REVERSE: reverse, GATHER: gather}[mode]
-            module.notes[self.name] = replace(tape_layout(kernel, plan),
-                                              gather=gather is not None)
+            names = list(kernel.arg_names)
+            reverse_parameters = derivative_parameters(REVERSE, activities, names, types,
+                                                       shadows)
+            gather = gathered(module, reverse, reverse_parameters, workgroupsize)
+            layout = replace(tape_layout(kernel, plan), gather=gather is not None)
+            module.notes[self.name] = layout
+            if mode == COMBINED:
+                if not layout.combined:
+                    raise source_error(kernel, None, "this kernel's tape grows with its "
+                                       "loops: it has no combined kernel", "launch the "
+                                       "combined kernel only where the tape layout says it "
+                                       "has one")
+                derivative = combined_kernel(
+                    kernel, augmented, reverse, layout.constant_slots(),
+                    [derivative_parameters(AUGMENTED, activities, names, types, shadows),
+                     reverse_parameters],
+                    derivative_parameters(COMBINED, activities, names, types, shadows))
+            else:
+                derivative = {AUGMENTED: augmented, REVERSE: reverse, GATHER: gather}[mode]
             if derivative is None:
                 raise source_error(kernel, None, "this kernel's reverse pass has no gather "
                                    "kernel", "launch the gather kernel only where the "

@@ -24,8 +24,10 @@ reverse kernel replays the forward path backwards.
   lives in a private cell, zeroed when its value's definition is reversed, so each
   iteration's value starts from zero.
 - Memory. A load from a differentiated array adds the adjoint to the shadow (atomically
-  unless each work-item reads its own element); a store reads the shadow and zeroes it;
-  `atomic_add` reads it. Other atomics on differentiated floats are an error.
+  unless each work-item reads its own element; an element the whole group reads, of an
+  array the kernel never writes, is summed over the group first, one atomic per group);
+  a store reads the shadow and zeroes it; `atomic_add` reads it. Other atomics on
+  differentiated floats are an error.
 - Barriers reverse to barriers, in the same place in the same uniform control flow."""
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from collections.abc import Sequence
 
 from kernelkit.analysis.dominance import dominates, immediate_dominators
 from kernelkit.analysis.loops import counted_loop, natural_loops
+from kernelkit.analysis.uniformity import varying_values
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.definitions import (ASSUME, ATOMICS, BARRIER, BARRIER_ANY, COMPARISONS, CONST,
@@ -51,7 +54,8 @@ from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
 from .derivatives import PARTIALS, times
 from .group_sum import GroupSum
 from .restore import Restorer
-from .positions import linear_local_item, linear_work_item, own_element, unflatten
+from .positions import (linear_group, linear_local_item, linear_work_item, own_element,
+                        unflatten)
 from .stacks import FLOATS, INTEGERS, CountedHeader, Stacks, TapePlan
 
 
@@ -104,6 +108,8 @@ class Reverse:
                 predecessors[successor.block].append((block, position))
         self.predecessors = predecessors
         self.plan.exits = [block for block in self.order if block.terminator.definition is RET]
+        self.computed_counters: dict = {}   # exit block -> [(header, builds its counter)]
+        self.globals_known: dict[Value, bool] = {}    # `is_global`'s answers
         self.find_counted_loops()
         self.plan.edge_numbers = {block: edges for block, edges in predecessors.items()
                                   if len(edges) > 1 and block not in self.plan.counted}
@@ -119,6 +125,9 @@ class Reverse:
         self.exclusive_shadows: dict = {}     # array -> whether its shadow needs no atomics
         self.restorer = Restorer(self, kernel, activity.written, workgroupsize)
         self.zeroed: dict[Op, tuple] = {}     # stores of 0 into a shadow -> (shadow, indices)
+        self.varying: set | None = None       # the kernel's values that differ in a group
+        # (array, its indices) -> (cell, shadow, indices): `read_by_the_whole_group`
+        self.shared_elements: dict[tuple, tuple] = {}
 
     def find_counted_loops(self) -> None:
         """The loops the reverse runs with a counter of its own (`CountedHeader`): one
@@ -143,11 +152,59 @@ class Reverse:
             if not all(dominates(idom, header, e) and
                        all(p in body for p, _ in self.predecessors[e]) for e in exits):
                 continue
-            self.plan.counted[header] = CountedHeader(
+            loop = self.plan.counted[header] = CountedHeader(
                 variable.counter, variable.start, -step if variable.subtracts else step,
                 outside[0], inside[0], frozenset(body))
+            last = self.last_counter(counted, loop.step)
             for exit_block in sorted(exits, key=self.order.index):
-                self.plan.counters.setdefault(exit_block, []).append(header)
+                # Left by its condition, the loop ends where the count says; by a `break`,
+                # anywhere.
+                if last is None or any(p is not header for p, _ in
+                                       self.predecessors[exit_block]):
+                    self.plan.counters.setdefault(exit_block, []).append(header)
+                else:
+                    self.computed_counters.setdefault(exit_block, []).append((header, last))
+
+    def last_counter(self, counted, step: int):
+        """How to compute, in the reverse kernel, the value a counted loop's counter has
+        when the loop is left, where its start and bound are the same everywhere in the
+        kernel and it counts up to (or down to) its bound: `range(start, bound, step)` is
+        left at `start + trips * step`. Then the forward kernel pushes nothing for it (a
+        tiled kernel's loops over its tiles taped a counter per tile). None otherwise."""
+        variable = counted.variable
+        name = next(n for n, d in COMPARISONS.items() if d is counted.comparison)
+        if counted.bound_on_left:
+            name = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(name)
+        if not counted.continues_on_true:
+            name = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt"}.get(name)
+        if (name not in ("lt", "le") or step <= 0) and (name not in ("gt", "ge") or step >= 0):
+            return None
+        if not all(isinstance(v.type, T.ScalarType) and v.type.is_integer and
+                   not v.type.is_bool and self.is_global(v)
+                   for v in (variable.start, counted.bound)):
+            return None
+        inclusive = name in ("le", "ge")
+
+        def build() -> Value:
+            b = self.b
+            start, bound = (b.cast(self.primal(v), T.int64)
+                            for v in (variable.start, counted.bound))
+            distance = b.binary("sub", bound, start) if step > 0 else \
+                b.binary("sub", start, bound)
+            stride = b.constant(abs(step), T.int64)
+            zero, one = b.constant(0, T.int64), b.constant(1, T.int64)
+            if inclusive:    # trips = distance // stride + 1 where distance >= 0
+                trips = b.binary("add", b.binary("floordiv", distance, stride), one)
+                runs = b.compare("ge", distance, zero)
+            else:            # trips = ceil(distance / stride) where distance > 0
+                trips = b.binary("floordiv", b.binary("add", distance, b.binary(
+                    "sub", stride, one)), stride)
+                runs = b.compare("gt", distance, zero)
+            trips = b.select(runs, trips, zero)
+            last = b.binary("add", start, b.binary("mul", trips, b.constant(step, T.int64)))
+            # As the primal's counter holds it (wrapped to its type), then as the cell does.
+            return b.cast(b.cast(last, variable.counter.type), T.int64)
+        return build
 
     def find_local_values(self) -> set:
         """Op results defined and used in one block, never as a branch argument: their
@@ -187,13 +244,25 @@ class Reverse:
         b.position_at_end(start)
         self.dispatch(self.plan.exits, lambda exit_block: self.headers[exit_block],
                       lambda exit_block: None)
-        # The epilogue: each Active scalar's adjoints summed over the group.
+        # The epilogue: each Active scalar's adjoints summed over the group, and so is
+        # each element every work-item of the group reads (added to its shadow once).
         b.position_at_end(self.epilogue)
         partials = [(self.kernel.params[index], array) for (role, index), array
                     in self.extra.items() if role == "partials"]
-        if partials:
-            adjoints = [b.cast(self.take_adjoint(param), T.float64) for param, _ in partials]
-            GroupSum(b, self.workgroupsize).store(adjoints, [array for _, array in partials])
+        adjoints = [b.cast(self.take_adjoint(param), T.float64) for param, _ in partials]
+        shared = list(self.shared_elements.values())
+        adjoints += [b.op(LOAD, [cell, b.constant(0, T.int64)], T.float64)
+                     for cell, _, _ in shared]
+        if adjoints:
+            def add_up(totals: list[Value]) -> None:
+                group = linear_group(b, self.workgroupsize)
+                for total, (_, array) in zip(totals, partials):
+                    b.op(STORE, [array, group, total])
+                for total, (_, shadow, indices) in zip(totals[len(partials):], shared):
+                    dtype = shadow.type.dtype
+                    b.op(ATOMICS["add"], [shadow, *(self.primal(v) for v in indices),
+                                          b.cast(total, dtype)], dtype)
+            GroupSum(b, self.workgroupsize).add_up(adjoints, add_up)
         b.ret()
         b.position_at_end(self.prologue)
         b.br(start)
@@ -329,6 +398,8 @@ class Reverse:
             for header in reversed(self.plan.counters.get(block, ())):
                 b.op(STORE, [self.counter_cell, self.counter_index(header),
                              self.stack().pop(T.int64)])
+            for header, last in self.computed_counters.get(block, ()):
+                b.op(STORE, [self.counter_cell, self.counter_index(header), last()])
             if block in self.plan.counted:
                 self.count_back(self.plan.counted[block], transfer)
             else:
@@ -386,11 +457,18 @@ class Reverse:
 
     def is_global(self, value: Value) -> bool:
         """Computed at the kernel's entry from parameters, constants, positions and arrays
-        the kernel never writes: the same everywhere in the kernel."""
-        if value in self.params or is_op(value, CONST):
-            return True
-        return isinstance(value, Op) and value.block is self.kernel.entry and \
-            self.recomputable(value) and all(self.is_global(v) for v in value.operands)
+        the kernel never writes: the same everywhere in the kernel. (Remembered: asked
+        again of each operand, deep straight-line code took exponential time.)"""
+        known = self.globals_known.get(value)
+        if known is None:
+            if value in self.params or is_op(value, CONST):
+                known = True
+            else:
+                known = isinstance(value, Op) and value.block is self.kernel.entry and \
+                    self.recomputable(value) and all(self.is_global(v)
+                                                     for v in value.operands)
+            self.globals_known[value] = known
+        return known
 
     def recompute(self, op: Op, block: Block, cache: dict) -> Value:
         operands = [self.primal(v) for v in op.operands]
@@ -535,8 +613,46 @@ class Reverse:
                 return
             total = b.binary("add", b.op(LOAD, [shadow, *indices], dtype), adjoint)
             b.op(STORE, [shadow, *indices, total])
+        elif self.read_by_the_whole_group(op):
+            cell = self.shared_cell(op)
+            zero = b.constant(0, T.int64)
+            b.op(STORE, [cell, zero, b.binary("add", b.op(LOAD, [cell, zero], T.float64),
+                                              b.cast(adjoint, T.float64))])
         else:
             b.op(ATOMICS["add"], [shadow, *indices, b.cast(adjoint, dtype)], dtype)
+
+    def read_by_the_whole_group(self, op: Op) -> bool:
+        """Whether a load reads one element that every work-item of the group reads
+        alike (`w[0]`, `w[k]` for an argument k, `w[group]`) from a global array the
+        kernel never writes: its adjoint is then summed in a private cell, then over the
+        group in the epilogue, and added to the shadow once per group (an atomic per
+        work-item on one address serializes a GPU's threads; Enzyme's GPU work sums in
+        the group first too). Deferring the update is right because nothing reads that
+        shadow before the kernel ends: the kernel neither stores into the array nor
+        updates it atomically."""
+        root = array_root(self.kernel, op, op.operands[0])
+        if root not in self.kernel.params or root in self.activity.written:
+            return False
+        if self.varying is None:
+            self.varying = varying_values(self.kernel)
+        return all(self.is_global(index) and index not in self.varying
+                   for index in op.operands[1:])
+
+    def shared_cell(self, op: Op) -> Op:
+        """The private float64 cell that sums the adjoints of the element `op` reads."""
+        root = array_root(self.kernel, op, op.operands[0])
+        key = (root, tuple(op.operands[1:]))
+        found = self.shared_elements.get(key)
+        if found is None:
+            b = self.b
+            insertion = (b.block, b.before)
+            b.position_at_end(self.function.entry)
+            cell = b.op(PRIVATE, [], T.ArrayType(T.float64, 1, "C", space="private",
+                                                  shape=(1,)))
+            b.op(STORE, [cell, b.constant(0, T.int64), b.constant(0.0, T.float64)])
+            b.block, b.before = insertion
+            found = self.shared_elements[key] = (cell, self.shadow_of(op), op.operands[1:])
+        return found[0]
 
     def own_element(self, op: Op) -> bool:
         """Whether the shadow element a load's reverse updates is one no other work-item

@@ -22,6 +22,7 @@ from kernelkit.ir.fold import fold
 from kernelkit.ir.function import Function
 from kernelkit.ir.ops import Op, Value, constant_value, is_op
 
+from .combined import MAX_PRIVATE_SLOTS
 from .stacks import TapePlan
 
 
@@ -52,6 +53,21 @@ class TapeLayout:
     terms: tuple
     loops: tuple
     gather: bool = False    # a gather kernel runs before the reverse kernel (gather.py)
+
+    def constant_slots(self) -> tuple[int, int] | None:
+        """(float slots, integer slots) where no block that pushes runs in a loop (the
+        same for every launch), else None."""
+        if any(loops for _, _, loops, _ in self.terms):
+            return None
+        return (sum(floats for floats, _, _, _ in self.terms),
+                sum(integers for _, integers, _, _ in self.terms))
+
+    @property
+    def combined(self) -> bool:
+        """Whether one kernel does the primal and the reverse, with a private tape
+        (`combined.py`)."""
+        slots = self.constant_slots()
+        return slots is not None and max(slots) <= MAX_PRIVATE_SLOTS
 
     def unknown_loops(self) -> list[LoopBound]:
         return [loop for loop in self.loops if loop.trip_count is None]

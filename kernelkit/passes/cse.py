@@ -1,11 +1,14 @@
 """Common subexpression elimination: a pure operation equal to one that dominates it is
-replaced by that one."""
+replaced by that one. So is a load from a `Const` array: such an array does not change
+during a launch (the lowering tells LLVM so too, `invariant.load`), so a load of the same
+element gives the same value wherever it is, whatever is stored elsewhere in between."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..analysis.dominance import dominator_tree
-from ..ir.definitions import TUPLE
+from ..ir import types as T
+from ..ir.definitions import LOAD, TUPLE
 from ..ir.function import Function, Module
 from ..ir.rewriter import replace_values
 from .pipeline import register
@@ -26,6 +29,13 @@ def _key(op):
     return (op.definition, tuple(id(v) for v in op.operands), attrs, op.type)
 
 
+def _reads_a_const_array(op) -> bool:
+    if op.definition is not LOAD:
+        return False
+    array = op.operands[0].type
+    return isinstance(array, T.ArrayType) and array.const and array.space == "global"
+
+
 def eliminate(function: Function) -> None:
     children = dominator_tree(function)
     mapping = {}
@@ -43,7 +53,7 @@ def eliminate(function: Function) -> None:
         for op in block.ops:
             op.map_operands(mapping)
             # Tuples only group values for `extract`, which simplify looks through.
-            if op.is_pure and op.definition is not TUPLE:
+            if op.is_pure and op.definition is not TUPLE or _reads_a_const_array(op):
                 key = _key(op)
                 if key in scope:
                     mapping[op] = scope[key]
