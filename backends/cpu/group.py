@@ -524,7 +524,19 @@ class GroupFunctionBuilder(EntryPointBuilder):
     # -- regions --------------------------------------------------------------------------
 
     def run_regions(self, builder) -> None:
-        """Dispatch on the region number until the group is finished."""
+        """Dispatch on the region number until the group is finished.
+
+        A group starts with its uniform slots and unanimous votes undefined, and a region
+        that may write a uniform value first sets its `next` copy to the `current` one
+        (which holds the same value, copied over by the region that wrote it last, or one
+        nothing reads). Otherwise LLVM cannot tell that no slot is live from one group to
+        the next, nor a `next` copy from one region to the next: each becomes a phi at
+        the group loop and at the dispatch with an operand for every way out of every
+        region, a web of regions times kept values in which LLVM's SLP vectorizer spends
+        time that grows far faster than the web (2.4 s of an augmented kernel's 2.6 s of
+        optimization, where its tape pushes made ten loops regions of their own)."""
+        for slot in (*self.current.values(), *self.next.values(), *self.unanimous.values()):
+            builder.store(ir.Constant(slot.allocated_type, ir.Undefined), slot)
         builder.store(ir.Constant(i32, 0), self.region)
         dispatch = self.new_block("next_region")
         finished = self.new_block("group_finished")
@@ -536,10 +548,14 @@ class GroupFunctionBuilder(EntryPointBuilder):
             block = self.new_block(f"region{number}")
             switch.add_case(ir.Constant(i32, number), block)
             builder.position_at_end(block)
+            written = self.plan.written_uniform(start)
+            for value in written:
+                builder.store(builder.load(self.current[value], typ=llvm_type(value.type)),
+                              self.next[value])
             self.region_done = self.new_block(f"region{number}_done")
             self.emit_region(builder, start)
             builder.position_at_end(self.region_done)
-            for value in self.plan.written_uniform(start):
+            for value in written:
                 builder.store(builder.load(self.next[value], typ=llvm_type(value.type)),
                               self.current[value])
             if self.races is not None:
