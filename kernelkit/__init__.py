@@ -21,10 +21,13 @@
   `synchronize_any`; the atomics (`atomic_add` ...); `deferred`; `kk.print`; the math
   functions (`sqrt`, `exp` ..., also usable on the host); `Const` for read-only parameters;
   small vectors and matrices: `vec2`, `vec3`, `vec4`, `mat22`, `mat33`, `mat44` with `dot`,
-  `cross`, `length`, `normalize`, `transpose`, `load_vec3` ..., `load_mat33` ..., `store`.
-- Helpers, inside kernels and on the host: `clamp`, `lerp`, `sign`; and counter-based
-  random numbers, the same on every backend: `kk.random.uniform(seed, counter)`,
-  `kk.random.normal`, `kk.random.uniform_bits`, `kk.random.philox4x32`.
+  `cross`, `length`, `normalize`, `transpose`, `determinant`, `inverse`, `trace`, `diag`,
+  `identity`, `outer`, `skew`, `ddot`, `load_vec3` ..., `load_mat33` ..., `store`.
+- Helpers, inside kernels and on the host: `clamp`, `lerp`, `sign`; the scalar functions
+  `bitcast`, `round` (half to even), `frac`, `step`, `nonzero`, `smoothstep`, `erfinv`,
+  `erfcinv`; and counter-based random numbers, the same on every backend:
+  `kk.random.uniform(seed, counter)`, `kk.random.normal`, `kk.random.integers`,
+  `kk.random.uniform_bits`, `kk.random.philox4x32`.
 - Arrays on a backend: `allocate`, `empty`, `zeros`, `ones`, `full`, `empty_like`,
   `zeros_like`, `ones_like`, `to_backend`, `to_numpy`, `copyto`; `synchronize(backend)`.
 - Backends: `CPU`, `CUDABackend`, `Backend`, `get_backend`, `make_backend`,
@@ -35,8 +38,9 @@
   (the CPU's race detector, `KERNELKIT_DEBUG=races`). Their
   tracebacks end at the call into kernelkit; `KERNELKIT_TRACEBACK=full` shows the rest.
 
-`kk.print` and `kk.random` are not in `__all__`, so that `from kernelkit import *` keeps
-Python's print and leaves a `random` module imported before it alone."""
+`kk.print`, `kk.round` and `kk.random` are not in `__all__`, so that `from kernelkit
+import *` keeps Python's print and round and leaves a `random` module imported before it
+alone."""
 from typing import TYPE_CHECKING
 
 from .backend import (Backend, backend_names, backend_unavailable_reason, get_backend,
@@ -50,6 +54,9 @@ from .lang.intrinsics import (Cartesian, Const, Global, Group, Linear, Local, NT
 from .lang.intrinsics import print_ as print  # noqa: A001,F401 - kk.print mirrors print
 from .lang import random  # noqa: F401 - the submodule: kk.random.uniform, ...
 from .lang.helpers import clamp, lerp, sign
+from .lang.scalars import (bitcast, erfcinv, erfinv, frac, nonzero, smoothstep,  # noqa: F401
+                           step)
+from .lang.scalars import round  # noqa: A004,F401 - kk.round, as Warp names it
 from .lang.kernel import Kernel, code_ir, code_llvm, code_native, kernel
 from .lang.math import *  # noqa: F401,F403 - kk.sqrt, kk.exp, ...
 from .lang.math import __all__ as _MATH_FUNCTIONS
@@ -76,7 +83,8 @@ __all__ = [
     "groupsize", "ngroups", "ndrange", "localmem", "private", "synchronize",
     "synchronize_any", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and_",
     "atomic_or_", "atomic_xor", "atomic_exchange", "atomic_cas", "deferred", "Const",
-    *_MATH_FUNCTIONS, *_VECTORS, "clamp", "lerp", "sign",
+    *_MATH_FUNCTIONS, *_VECTORS, "clamp", "lerp", "sign", "bitcast", "frac", "step",
+    "nonzero", "smoothstep", "erfinv", "erfcinv",
     # arrays
     "allocate", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "to_backend", "to_numpy", "copyto",

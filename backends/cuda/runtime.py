@@ -47,6 +47,7 @@ from .array import CUDAArray, foreign_key, foreign_kind, view_of_foreign
 from .driver import (STICKY, DeviceMemoryError, DriverError, cuda_driver, current, describe,
                      order_after, pushed)
 from .launch import GRID, LaunchBlock
+from .thread import cuda_shape
 
 MAX_THREADS_PER_BLOCK = 1024
 _MAX_BLOCK = (1024, 1024, 64)              # x, y, z
@@ -636,7 +637,8 @@ class CUDABackend(Backend):
                               f"{threads} work-items on {self._gpu.name}: at most {most}; "
                               f"launch it with a smaller workgroupsize")
         layout = ArgumentLayout(argtypes, ndim)
-        block = tuple(reversed(sizes)) + (1,) * (3 - len(sizes))
+        block = tuple(reversed(cuda_shape(sizes)))
+        block += (1,) * (3 - len(block))
         names = list(compiled.parameters)
         packed = struct.Struct("<" + GRID + layout.struct.format.lstrip("<"))
         launch = LaunchBlock(function, self._stream.address, block, packed.size,
@@ -808,7 +810,7 @@ class CUDABackend(Backend):
         groups = number_of_groups(ndrange, workgroupsize)
         if 0 in groups:
             return _EMPTY
-        blocks = self._blocks(prepared, groups)
+        blocks = cuda_shape(self._blocks(prepared, groups))
         grid = tuple(reversed(blocks)) + (1,) * (3 - len(blocks))
         if grid[1] > _MAX_GRID[1] or grid[2] > _MAX_GRID[2]:
             raise LaunchError(f"kernel '{prepared.name}': {groups} work-groups; CUDA "

@@ -4,7 +4,9 @@ thread block, or several (coarsening, below). The kernel takes the launch record
 
 Axes: the last axis of the ndrange (the fastest-varying one, in C order) is CUDA's x, so
 that neighbouring work-items are neighbouring threads of a warp and their accesses
-coalesce. Work-items outside the ndrange (in a last, partial group) return at once.
+coalesce. Work-items outside the ndrange (in a last, partial group) return at once. CUDA
+has three axes: a four-dimensional ndrange's first two share z (`cuda_shape`), and the
+kernel takes them apart again (the first is z divided by the second's extent).
 
 Coarsening: a kernel whose work-groups share nothing (no barriers, no local memory) and
 whose work-item is short and has no loops (`can_coarsen`) may run `COARSENING`
@@ -43,6 +45,16 @@ SHARED = 3
 """NVPTX's address space of shared memory (kk.localmem)."""
 
 _AXES = "xyz"
+
+
+def cuda_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A work-group's sizes, or a grid's blocks, along CUDA's axes from z to x: the shape
+    itself up to three axes; of four, the first two as one (their product)."""
+    if len(shape) <= 3:
+        return tuple(shape)
+    return (shape[0] * shape[1], *shape[2:])
+
+
 COARSENING = 4
 """Work-groups per thread block along the first axis, where a kernel can be coarsened."""
 MAX_COARSENED_OPS = 64
@@ -78,12 +90,16 @@ class ThreadFunctionBuilder(EntryPointBuilder):
             for instruction in ("griddepcontrol.wait;", "griddepcontrol.launch_dependents;"):
                 builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), instruction,
                                           "~{memory}", side_effect=True), [])
-        axes = [_AXES[self.ndim - 1 - axis] for axis in range(self.ndim)]
+        folded = len(cuda_shape(self.sizes))
+        axes = [_AXES[folded - 1 - axis] for axis in range(folded)]
         local = [self.special_register(builder, "tid", a) for a in axes]
         group = [self.special_register(builder, "ctaid", a) for a in axes]
+        if folded < self.ndim:   # the first two axes share z: a work-group's are constants
+            local = self.unfold(builder, local, ir.Constant(i64, self.sizes[1]))
         self.add_module_flags()
         self.add_block_size(llvm_function)
-        self.coarsening = COARSENING if can_coarsen(self.function) else 1
+        self.coarsening = COARSENING if can_coarsen(self.function) and folded == self.ndim \
+            else 1
         if self.coarsening == 1:
             self.llvm_function = llvm_function
             self.lower_body(builder, record, local, group)
@@ -98,6 +114,8 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         launch = LaunchRecord(builder, record, self.layout, self.debug)
         self.extents, self.error_record = launch.extents, launch.error_record
         self.arguments = launch.arguments
+        if len(group) < self.ndim:   # the first two axes share z: the groups per launch
+            group = self.unfold(builder, group, launch.group_counts[1])
         self.local, self.group = local, group
         self.allocate_storage(builder)
         if not checked:
@@ -115,6 +133,14 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         builder.ret_void()
         builder.position_at_end(body)
         BodyLowering(self, self.function, self.llvm_function).lower(builder)
+
+    @staticmethod
+    def unfold(builder, positions: list, second_extent: ir.Value) -> list:
+        """Positions along CUDA's axes (z first) as positions along the ndrange's four:
+        z = first * second_extent + second."""
+        shared = positions[0]
+        return [builder.udiv(shared, second_extent), builder.urem(shared, second_extent),
+                *positions[1:]]
 
     def item_index(self, builder, axis: int, group=None) -> ir.Value:
         group = self.group[axis] if group is None else group
@@ -220,7 +246,8 @@ class ThreadFunctionBuilder(EntryPointBuilder):
     def add_block_size(self, llvm_function) -> None:
         """The block size is the work-group size, known here: ptxas then keeps to the
         registers a block of that size may have (rather than failing the launch)."""
-        block = list(reversed(self.sizes)) + [1] * (3 - self.ndim)
+        block = list(reversed(cuda_shape(self.sizes)))
+        block += [1] * (3 - len(block))
         annotation = [llvm_function]
         for axis, size in zip(_AXES, block):
             annotation += [ir.MetaDataString(self.module, f"maxntid{axis}"),

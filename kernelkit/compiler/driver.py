@@ -92,8 +92,10 @@ def compile_job(job: CompilerJob) -> CompiledKernel:
 def typed_module(job: CompilerJob) -> Module:
     """The kernel's IR, ready for LLVM lowering."""
     source = job.source
-    module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize)
-    resolve_deferred(module, job.config.workgroupsize)
+    debug = bool(job.config.debug)
+    module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize,
+                              debug)
+    resolve_deferred(module, job.config.workgroupsize, debug)
     add_transform_markers(module, job.config.transforms)
     lap("frontend")
     dump = Dump.for_job(job)
@@ -159,8 +161,10 @@ def target_neutral_module(job: CompilerJob) -> Module:
     """The job's kernel as every target gets it from the generic passes and the plugins'
     target-neutral stage (what a plugin's host code reads its facts from: `Module.notes`)."""
     source = job.source
-    module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize)
-    resolve_deferred(module, job.config.workgroupsize)
+    debug = bool(job.config.debug)
+    module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize,
+                              debug)
+    resolve_deferred(module, job.config.workgroupsize, debug)
     add_transform_markers(module, job.config.transforms)
     target_neutral(module)
     return module

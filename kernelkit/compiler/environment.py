@@ -44,7 +44,9 @@ class KernelEnvironment:
     def out_of_bounds(self, builder: ir.IRBuilder, loc, axis: int, indices: list[ir.Value],
                       shape: list[ir.Value]) -> None:
         """Report an out-of-bounds access (`indices[axis]` is outside `shape[axis]`) and
-        end the block."""
+        end the block. `axis` `ASSERTION_AXIS` (`kernelkit.runtime.bounds`) reports a
+        failed `assert` instead: `indices` is the work-item's position, `shape` the
+        ndrange."""
         raise NotImplementedError
 
     def print(self, builder: ir.IRBuilder, format: str, values: list[tuple[ir.Value, T.ScalarType]]):

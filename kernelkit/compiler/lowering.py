@@ -16,6 +16,7 @@ from ..ir import definitions as D
 from ..ir.definitions import Trait
 from ..ir.function import Function
 from ..ir.ops import BlockParam, Op, Value, is_op
+from ..runtime.bounds import ASSERTION_AXIS
 from .arithmetic import binary, compare, convert
 from .environment import KernelEnvironment
 from .llvm_types import ArrayValue, i1, i8, i64, llvm_type, memory_type
@@ -214,6 +215,9 @@ class BodyLowering:
     def op_cast(self, builder, op: Op):
         return convert(builder, self.use(builder, op.operands[0]), op.operands[0].type, op.type)
 
+    def op_bitcast(self, builder, op: Op):
+        return builder.bitcast(self.use(builder, op.operands[0]), llvm_type(op.type))
+
     def op_math(self, builder, op: Op):
         return self.env.math(builder, op.definition.member.name, self.operands(builder, op),
                              op.operands[0].type)
@@ -303,6 +307,21 @@ class BodyLowering:
         builder.cbranch(inside, good, fail)
         builder.position_at_end(fail)
         self.env.out_of_bounds(builder, op.loc, axis, written, shape)
+        builder.position_at_end(good)
+
+    def op_assert(self, builder, op: Op):
+        """A kernel's `assert`, checked where bounds are (debug builds): where it fails,
+        the error record takes the work-item's position and the ndrange (as an access
+        out of bounds along `ASSERTION_AXIS`), and the work-item stops."""
+        if not self.env.debug:
+            return
+        condition, *position = self.operands(builder, op)
+        fail = self.llvm_function.append_basic_block("assertion_failed")
+        good = self.llvm_function.append_basic_block("assertion_held")
+        builder.cbranch(condition, good, fail)
+        builder.position_at_end(fail)
+        extents = [self.env.geometry(builder, D.NDRANGE, axis) for axis in range(len(position))]
+        self.env.out_of_bounds(builder, op.loc, ASSERTION_AXIS, position, extents)
         builder.position_at_end(good)
 
     def op_load(self, builder, op: Op):
@@ -398,12 +417,14 @@ def _is_unsigned_index(value: Value) -> bool:
 # How each kind of operation is lowered: one entry per definition (`ir/definitions.py`).
 LOWERINGS = {
     D.BR: BodyLowering.op_br, D.CBR: BodyLowering.op_cbr, D.RET: BodyLowering.op_ret,
-    D.ASSUME: BodyLowering.op_assume, D.BARRIER: BodyLowering.op_barrier,
+    D.ASSUME: BodyLowering.op_assume, D.ASSERT: BodyLowering.op_assert,
+    D.BARRIER: BodyLowering.op_barrier,
     D.BARRIER_ANY: BodyLowering.op_barrier_any, D.CONST: BodyLowering.op_const,
     D.TUPLE: BodyLowering.op_tuple, D.EXTRACT: BodyLowering.op_extract,
     D.LOCAL_ID: BodyLowering.op_position, D.GROUP_ID: BodyLowering.op_position,
     D.NDRANGE: BodyLowering.op_position, D.SELECT: BodyLowering.op_select,
-    D.CAST: BodyLowering.op_cast, D.PRINT: BodyLowering.op_print,
+    D.CAST: BodyLowering.op_cast, D.BITCAST: BodyLowering.op_bitcast,
+    D.PRINT: BodyLowering.op_print,
     D.UNARY["neg"]: BodyLowering.op_neg, D.UNARY["not"]: BodyLowering.op_not,
     D.UNARY["invert"]: BodyLowering.op_not, D.UNARY["abs"]: BodyLowering.op_abs,
     D.DIM: BodyLowering.op_dim, D.LOCALMEM: BodyLowering.op_allocation,

@@ -1,5 +1,6 @@
 """Calls: to the language's functions (the `intrinsics` table), to device functions
-(arguments bound to parameters as Python binds them, with keywords and constant defaults;
+(arguments bound to parameters as Python binds them, with keywords, `*`-unpacking of
+tuples, vectors and matrices, and constant defaults;
 each function translated once per argument types; a dataclass passed as its scalar
 leaves), to plugins' markers, through function references made by `kk.deferred`, and to
 objects that give their calls a meaning of their own (`__kernelkit_call__(site)`, with a
@@ -13,11 +14,14 @@ from __future__ import annotations
 import ast
 import inspect
 import types as pytypes
+from collections.abc import Callable
 
 import numpy as np
 
 from ..ir import types as T
-from ..ir.function import Module
+from ..ir.builder import Builder
+from ..ir.definitions import DEFERRED
+from ..ir.function import Function, Module
 from ..ir.ops import Value
 from ..lang.markers import Marker
 from .intrinsics import lookup_intrinsic
@@ -53,11 +57,11 @@ class Calls:
         """A plugin's marker: an `intrinsic` operation the plugin rewrites."""
         if node.keywords:
             raise self.error(f"'{marker.name}' takes no keyword arguments", node)
-        args = [self.expr(argument) for argument in node.args]
-        for value, argument in zip(args, node.args):
+        args = self.positional_arguments(node)
+        for value in args:
             if isinstance(value, (PyConst, StructValue)):
                 raise self.error(f"'{marker.name}' takes numbers and arrays, got "
-                                 f"{self.type_name(value)}", argument)
+                                 f"{self.type_name(value)}", node)
         result = marker.result_type(tuple(a.type for a in args))
         return self.builder.op("intrinsic", args, result, {"name": marker.name})
 
@@ -77,7 +81,8 @@ class Calls:
             raise self.error(f"recursion is not supported: {chain}", node)
         scratch = TranslationContext(Module(), self.context.kernel_name,
                                      self.context.workgroupsize,
-                                     stack=self.context.stack + [target])
+                                     stack=self.context.stack + [target],
+                                     debug=self.context.debug)
         result = translate_function(scratch, target, list(argtypes), is_kernel=False,
                                     name=name).return_type
         reference = T.FunctionRefType(argtypes, result)
@@ -87,7 +92,7 @@ class Calls:
     def call_reference(self, reference: Value, node: ast.Call) -> Value:
         if node.keywords:
             raise self.error("keyword arguments are not supported in calls", node)
-        args = [self.expr(a) for a in node.args]
+        args = self.positional_arguments(node)
         types = tuple(None if isinstance(a, PyConst) else a.type for a in args)
         if types != reference.type.params:
             expected = ", ".join(t.name for t in reference.type.params)
@@ -140,16 +145,13 @@ class Calls:
             raise self.error(f"{called} takes *args or **kwargs, which device functions cannot",
                              node, hint=f"name each parameter of {target.__name__}")
         positional = [p for p in parameters if p.kind is not p.KEYWORD_ONLY]
-        for argument in node.args:
-            if isinstance(argument, ast.Starred):
-                raise self.error("*-unpacking is not supported in calls in kernels", argument,
-                                 hint="pass the arguments one by one")
+        arguments = self.positional_arguments(node)
         listing = ", ".join(p.name for p in parameters)
-        if len(node.args) > len(positional):
+        if len(arguments) > len(positional):
             raise self.error(f"{called} takes {_count(len(positional), 'positional argument')} "
-                             f"but {len(node.args)} were given", node,
+                             f"but {len(arguments)} were given", node,
                              hint=f"its parameters are {listing}")
-        given = {p.name: argument for p, argument in zip(positional, node.args)}
+        given = {p.name: argument for p, argument in zip(positional, arguments)}
         for keyword in node.keywords:
             if keyword.arg is None:
                 raise self.error("**-unpacking is not supported in calls in kernels", node,
@@ -170,9 +172,29 @@ class Calls:
             listed = " and ".join(f"'{m}'" for m in missing)
             raise self.error(f"{called} missing {_count(len(missing), 'required argument')}: "
                              f"{listed}", node, hint=f"pass {listed} in the call")
-        values = {name: self.expr(argument) for name, argument in given.items()}
+        values = {name: self.expr(argument) if isinstance(argument, ast.expr) else argument
+                  for name, argument in given.items()}
         return [values[p.name] if p.name in values else self.default_value(target, p, node)
                 for p in parameters]
+
+    def positional_arguments(self, node: ast.Call) -> list:
+        """The values of a call's positional arguments, in order; `*t` gives the items of
+        a tuple, vector or matrix (its rows), as Python unpacks them."""
+        values = []
+        for argument in node.args:
+            if not isinstance(argument, ast.Starred):
+                values.append(self.expr(argument))
+                continue
+            sequence = self.expr(argument.value)
+            if isinstance(sequence, Value) and isinstance(sequence.type, T.TupleType) or \
+                    isinstance(sequence, PyConst) and isinstance(sequence.value, tuple):
+                values.extend(self.item(sequence, i)
+                              for i in range(self.tuple_length(sequence, argument)))
+            else:
+                raise self.error(f"*-unpacking takes a tuple, vector or matrix, got a "
+                                 f"{self.type_name(sequence)}", argument,
+                                 hint="pass the arguments one by one")
+        return values
 
     def default_value(self, target, parameter: inspect.Parameter, node: ast.Call):
         """A parameter's default as the call passes it: a number, a bool or a tuple of them
@@ -231,6 +253,42 @@ class CallSite:
 
     def marker(self, name: str, operands: list[Value], result: T.IRType, attrs: dict) -> Value:
         return self.builder.op("intrinsic", operands, result, dict(attrs, name=name))
+
+    def within(self, *functions) -> bool:
+        """Whether this call is in the body of one of `functions`, or of a function one of
+        them calls."""
+        translator = self.translator
+        return any(f is translator.pyfunc or f in translator.context.stack
+                   for f in functions if f is not None)
+
+    def plain_call(self, function) -> Value:
+        """This call, as a call of the device function `function`."""
+        return self.translator.call_device_function(function, self.node)
+
+    def function(self, name: str, param_types: tuple[T.IRType, ...],
+                 body: Callable[[Builder, list[Value]], Value]) -> Value:
+        """A `deferred` reference to a function of the module built here, in IR: it takes
+        `param_types`, and `body(builder, parameters)` builds its code and gives the value
+        it returns (its calls name functions of the module, such as those `reference`
+        asks for: `reference.attrs["function"]`)."""
+        module = self.translator.context.module
+        if name not in module.functions:
+            function = Function(name, [f"arg{i}" for i in range(len(param_types))],
+                                source_file=self.translator.source.file)
+            builder = Builder(function, self.builder.loc)
+            builder.position_at_end(builder.new_block(tuple(param_types)))
+            result = body(builder, list(function.params))
+            builder.ret(result)
+            function.return_type = result.type
+            module.add(function)
+        reference = T.FunctionRefType(tuple(param_types), module.functions[name].return_type)
+        return self.builder.op(DEFERRED, [], reference,
+                               {"function": name, "argtypes": tuple(param_types)})
+
+    def forget(self, reference: Value) -> None:
+        """Takes back a reference this call made and did not use (`reference` or
+        `function`); the function it names stays in the module."""
+        reference.block.ops.remove(reference)
 
     def error(self, message: str, node: ast.AST | None = None, hint: str | None = None):
         return self.translator.error(message, node if node is not None else self.node, hint)

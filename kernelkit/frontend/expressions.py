@@ -87,6 +87,8 @@ class Expressions:
             return self.python_value(value, node)
         if isinstance(base, StructValue):
             return self.field(base, node)
+        if isinstance(base.type, T.VectorType):
+            return self.extract(base, self.component_position(base, node))
         if isinstance(base.type, T.ArrayType):
             if node.attr == "shape":
                 return self.make_tuple([self.array_dim(base, axis)
@@ -312,6 +314,8 @@ class Expressions:
             raise self.typing_error(error, node) from None
 
     def compare(self, op: str, left, right, node) -> Value:
+        if any(isinstance(getattr(side, "type", None), T.VectorType) for side in (left, right)):
+            return self.vector_compare(op, left, right, node)
         self.require_scalar(left, node)
         self.require_scalar(right, node)
         return self.builder.compare(op, left, right)
@@ -372,12 +376,17 @@ class Expressions:
         return self.builder.op("load", [array, *indices], array.type.dtype)
 
     def subscript_store(self, base, index, value, node) -> None:
+        """`node` (`base[index] = value`): an array's element, or a vector's or matrix's
+        elements, which gives the name that holds it a new vector."""
+        if isinstance(base, Value) and isinstance(base.type, T.VectorType):
+            self.assign(node.value, self.vector_with(base, self.vector_offsets(base, index, node),
+                                                     value, node))
+            return
         if isinstance(base, Value) and isinstance(base.type, T.TupleType):
-            kind = "vector" if isinstance(base.type, T.VectorType) else "tuple"
-            raise self.error(f"a {kind} cannot be changed in place ({describe(node.value)} is a "
+            raise self.error(f"a tuple cannot be changed in place ({describe(node.value)} is a "
                              f"{base.type.name})", node,
-                             hint="build a new one, e.g. v = kk.vec3(x, v[1], v[2])"
-                             if kind == "vector" else "build a new tuple")
+                             hint="build a new tuple, or use a vector (kk.vec3 ...), whose "
+                                  "elements can be assigned")
         array = self.require_array(base, node)
         if array.type.const:
             raise self.error(f"'{describe(node.value)}' is read-only (annotated kk.Const)",

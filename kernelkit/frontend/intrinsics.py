@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import lang
 from ..analysis.work_groups import NOTE as WORK_GROUPS_OBSERVED
+from ..ir import print_format
 from ..ir import types as T
 from ..ir.definitions import (ATOMICS, GROUP_ID, LOCAL_ID, LOCALMEM, MATH, NDRANGE, PRIVATE,
                               OpDefinition)
@@ -49,10 +50,10 @@ def positional(tr, node: ast.Call, minimum: int, maximum: int, name: str,
     for keyword in node.keywords:
         if keyword.arg not in allowed:
             raise tr.error(f"{name}() got an unexpected keyword argument '{keyword.arg}'", node)
-    if not minimum <= len(node.args) <= maximum:
+    args = tr.positional_arguments(node)
+    if not minimum <= len(args) <= maximum:
         expected = str(minimum) if minimum == maximum else f"{minimum} to {maximum}"
-        raise tr.error(f"{name}() takes {expected} arguments, got {len(node.args)}", node)
-    args = [tr.expr(a) for a in node.args]
+        raise tr.error(f"{name}() takes {expected} arguments, got {len(args)}", node)
     kwargs = {k.arg: tr.expr(k.value) for k in node.keywords}
     return args, kwargs
 
@@ -94,13 +95,19 @@ def index_(tr, node):
         indices = [geometry(tr, GROUP_ID, d) for d in range(ndim)]
         extents = [number_of_groups(tr, d, node) for d in range(ndim)]
     else:
-        indices = [tr.binary("add", tr.binary("mul", geometry(tr, GROUP_ID, d),
-                                              tr.constant(sizes[d], T.int64), node),
-                             geometry(tr, LOCAL_ID, d), node) for d in range(ndim)]
+        indices = global_position(tr, node)
         extents = [geometry(tr, NDRANGE, d) for d in range(ndim)]
     if style.value is kk.Linear:
         return linearize(tr, indices, extents, node)
     return tr.make_tuple(indices)
+
+
+def global_position(tr, node) -> list:
+    """The work-item's position in the ndrange, one int64 per axis."""
+    return [tr.binary("add", tr.binary("mul", geometry(tr, GROUP_ID, d),
+                                       tr.constant(size, T.int64), node),
+                      geometry(tr, LOCAL_ID, d), node)
+            for d, size in enumerate(group_sizes(tr))]
 
 
 def number_of_groups(tr, axis, node):
@@ -201,13 +208,18 @@ def barrier_any(tr, node):
 
 # -- atomics ------------------------------------------------------------------------------
 
-def atomic_target(tr, args, node, name):
+def atomic_array(tr, args, node, name):
     array = args[0]
     if not (hasattr(array, "type") and isinstance(array.type, T.ArrayType)):
         raise tr.error(f"{name} needs an array as its first argument", node)
     if array.type.const:
         raise tr.error(f"{name} cannot update a kk.Const array", node,
                        hint="remove the kk.Const annotation")
+    return array
+
+
+def atomic_target(tr, args, node, name):
+    array = atomic_array(tr, args, node, name)
     return array, tr.array_indices(array, args[1], node)
 
 
@@ -215,13 +227,17 @@ def atomic(op_name):
     def handler(tr, node):
         name = f"kk.atomic_{op_name}" + ("_" if op_name in ("and", "or") else "")
         args, _ = positional(tr, node, 3, 3, name)
-        array, indices = atomic_target(tr, args, node, name)
+        array = atomic_array(tr, args, node, name)
         dtype = array.type.dtype
         if dtype.is_bool or dtype.bits < 32 and not (dtype.is_float and op_name in ("add", "sub")):
             raise tr.error(f"{name} needs an array of 32- or 64-bit numbers, got {dtype.name}",
                            node)
         if op_name in ("and", "or", "xor") and not dtype.is_integer:
             raise tr.error(f"{name} needs an integer array, got {dtype.name}", node)
+        if isinstance(getattr(args[2], "type", None), T.VectorType):
+            # Each element along the trailing axes, atomically (the vector is not one step).
+            return tr.vector_atomic(ATOMICS[op_name], array, args[1], args[2], node, name)
+        indices = tr.array_indices(array, args[1], node)
         tr.require_scalar(args[2], node)
         value = tr.cast(args[2], dtype)
         return tr.builder.op(ATOMICS[op_name], [array, *indices, value], dtype)
@@ -248,7 +264,14 @@ def atomic_cas(tr, node):
 
 @handles(kk.print_, builtins.print)
 def print_(tr, node):
-    args, kwargs = positional(tr, node, 0, 64, "kk.print", keywords=("sep", "end"))
+    """`kk.print(...)` (and `print`): strings, numbers, f-strings with format
+    specifications (`f"{x:.3f}"`) and printf-style formatting (`"%.3f" % x`), joined by
+    `sep`; one `print` operation whose format says where each value goes."""
+    for keyword in node.keywords:
+        if keyword.arg not in ("sep", "end"):
+            raise tr.error(f"kk.print() got an unexpected keyword argument '{keyword.arg}'",
+                           node)
+    kwargs = {k.arg: tr.expr(k.value) for k in node.keywords}
     options = {}
     for key, default in (("sep", " "), ("end", "\n")):
         value = kwargs.get(key, PyConst(default))
@@ -256,18 +279,99 @@ def print_(tr, node):
             raise tr.error(f"kk.print's {key}= must be a string constant", node)
         options[key] = value.value
     pieces, values = [], []
-    for arg in args:
-        if isinstance(arg, PyConst):
-            pieces.append(str(arg.value).replace("{", "{{").replace("}", "}}"))
-        elif tr.is_scalar(arg):
-            pieces.append("{}")
-            values.append(arg)
+    for argument in node.args:
+        if isinstance(argument, ast.JoinedStr):
+            pieces.append(formatted(tr, argument, values))
+        elif _is_printf_style(argument):
+            pieces.append(printf_style(tr, argument, values))
         else:
-            raise tr.error(f"kk.print can print numbers and strings, not a {tr.type_name(arg)}",
-                           node)
+            items = tr.positional_arguments(ast.Call(node.func, [argument], [])) \
+                if isinstance(argument, ast.Starred) else [tr.expr(argument)]
+            for value in items:
+                if isinstance(value, PyConst):
+                    pieces.append(print_format.escaped(str(value.value)))
+                else:
+                    pieces.append(field(tr, value, "", argument, values))
+    if len(values) > 64:
+        raise tr.error(f"kk.print prints at most 64 values, got {len(values)}", node)
     text = options["sep"].join(pieces) + options["end"]
     tr.builder.op("print", values, T.void, {"format": text})
     return PyConst(None)
+
+
+def field(tr, value, spec: str, node, values: list) -> str:
+    """`{:spec}` for `value` (a number), checked; the value joins `values`."""
+    if not tr.is_scalar(value):
+        raise tr.error(f"kk.print can print numbers and strings, not a {tr.type_name(value)}",
+                       node, hint="print a vector's elements: kk.print(v[0], v[1], v[2])"
+                       if isinstance(getattr(value, "type", None), T.VectorType) else None)
+    try:
+        print_format.conversion(spec, value.type)
+    except print_format.FormatError as error:
+        raise tr.error(f"kk.print cannot format a {value.type.name} with {error}", node,
+                       hint="use a specification printf has: width, '<', '+', '0', "
+                            "precision and one of d x X o c e f g") from None
+    values.append(value)
+    return "{:" + spec + "}" if spec else "{}"
+
+
+def formatted(tr, node: ast.JoinedStr, values: list) -> str:
+    """An f-string's text, with a field per value."""
+    text = ""
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            text += print_format.escaped(part.value)
+            continue
+        if part.conversion != -1:
+            raise tr.error(f"!{chr(part.conversion)} is not supported in a kernel's f-string",
+                           part, hint="leave it out: numbers print as str() prints them")
+        spec = ""
+        if part.format_spec is not None:
+            if not all(isinstance(p, ast.Constant) for p in part.format_spec.values):
+                raise tr.error("a kernel's format specification is a constant", part,
+                               hint="write the width and precision into the f-string")
+            spec = "".join(p.value for p in part.format_spec.values)
+        value = tr.expr(part.value)
+        if isinstance(value, PyConst):
+            try:
+                text += print_format.escaped(format(value.value, spec))
+            except (ValueError, TypeError) as error:
+                raise tr.error(str(error), part) from None
+        else:
+            text += field(tr, value, spec, part, values)
+    return text
+
+
+def _is_printf_style(node) -> bool:
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and \
+        isinstance(node.left, ast.Constant) and isinstance(node.left.value, str)
+
+
+def printf_style(tr, node: ast.BinOp, values: list) -> str:
+    """`"x = %.3f" % x` (or a tuple of values), as Python's `%` formats it."""
+    try:
+        pieces = print_format.from_printf(node.left.value)
+    except print_format.FormatError as error:
+        raise tr.error(f"kk.print: {error}", node) from None
+    arguments = [tr.expr(e) for e in node.right.elts] if isinstance(node.right, ast.Tuple) \
+        else [tr.expr(node.right)]
+    specs = [spec for _, spec in pieces if spec is not None]
+    if len(specs) != len(arguments):
+        raise tr.error(f"the format takes {len(specs)} values, got {len(arguments)}", node)
+    text, arguments = "", iter(arguments)
+    for literal, spec in pieces:
+        if spec is None:
+            text += print_format.escaped(literal)
+            continue
+        value = next(arguments)
+        if isinstance(value, PyConst):
+            text += print_format.escaped(str(value.value) if not spec else
+                                         format(value.value, spec))
+            continue
+        if spec and spec[-1] in "dc" and tr.is_scalar(value) and value.type.is_float:
+            value = tr.cast(value, T.int64)   # %d of a float: Python's int(x)
+        text += field(tr, value, spec, node, values)
+    return text
 
 
 # -- Python builtins and casts ------------------------------------------------------------

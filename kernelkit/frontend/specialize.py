@@ -39,6 +39,7 @@ class TranslationContext:
     workgroupsize: tuple[int, ...]
     specializations: dict = field(default_factory=dict)
     stack: list = field(default_factory=list)
+    debug: bool = False       # a debug build: `assert` statements are checked
 
 
 # Each retype widens one variable's type, and a type widens only a few times (bool, int,
@@ -47,9 +48,9 @@ RETYPES_PER_VARIABLE = 4
 
 
 def translate_kernel(pyfunc, argtypes: tuple[T.IRType, ...],
-                     workgroupsize: tuple[int, ...]) -> Module:
+                     workgroupsize: tuple[int, ...], debug: bool = False) -> Module:
     module = Module()
-    context = TranslationContext(module, pyfunc.__name__, workgroupsize)
+    context = TranslationContext(module, pyfunc.__name__, workgroupsize, debug=debug)
     translate_function(context, pyfunc, list(argtypes), is_kernel=True, name=pyfunc.__name__)
     # The kernel must come first in the module.
     kernel = module.functions.pop(pyfunc.__name__)
@@ -57,16 +58,19 @@ def translate_kernel(pyfunc, argtypes: tuple[T.IRType, ...],
     return module
 
 
-def resolve_deferred(module: Module, workgroupsize: tuple[int, ...]) -> None:
+def resolve_deferred(module: Module, workgroupsize: tuple[int, ...],
+                     debug: bool = False) -> None:
     """The worklist of `kk.deferred` requests: translate each requested function into the
     module (a translated function may ask for more)."""
-    context = TranslationContext(module, module.kernel.name, workgroupsize)
+    context = TranslationContext(module, module.kernel.name, workgroupsize, debug=debug)
     while True:
         pending = [(name, request) for name, request in module.deferred.items()
                    if name not in module.functions]
         if not pending:
             return
         for name, (pyfunc, argtypes) in pending:
+            # On the stack, as when `Calls.defer` first translated it for its type.
+            context.stack = [pyfunc]
             translate_function(context, pyfunc, list(argtypes), is_kernel=False, name=name)
 
 

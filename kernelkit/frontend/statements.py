@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 
 from ..ir import types as T
 from ..ir.builder import integer_range
+from ..ir.definitions import ASSERT
 from ..ir.function import Block
 from ..ir.ops import BlockParam, Location, Op, Value, constant_value
+from .intrinsics import global_position
 from .source import describe
 from .specialize import Retype
 from .values import UNDEFINED, PyConst, StructValue, Undefined, is_const
@@ -95,9 +97,26 @@ class Statements:
             value = self.binary(op, current, self.expr(node.value), node)
             self.subscript_store(array, index, value, target)
         elif isinstance(target, ast.Attribute):
-            self.assign_attribute(target)
+            current = self.expr(target)
+            self.assign_attribute(target, self.binary(op, current, self.expr(node.value), node))
         else:
             raise self.error("only names and array elements can be updated in place", node)
+
+    def stmt_Assert(self, node: ast.Assert) -> None:
+        """`assert condition, "message"`: checked in a debug build (the error names the
+        kernel, the line and the work-item), compiled out otherwise, as `python -O` does."""
+        if node.msg is not None and not (isinstance(node.msg, ast.Constant) and
+                                         isinstance(node.msg.value, str)):
+            raise self.error("the message of an assert in a kernel is a string literal",
+                             node.msg, hint="write the values into an array, or kk.print "
+                                            "them before the assert")
+        if not self.context.debug:
+            return
+        condition = self.truth(self.expr(node.test), node.test)
+        if is_const(condition) and constant_value(condition):
+            return
+        self.builder.op(ASSERT, [condition, *global_position(self, node)],
+                        attrs={"message": node.msg.value if node.msg is not None else ""})
 
     def stmt_FunctionDef(self, node) -> None:
         raise self.error("functions cannot be defined inside a kernel", node,
@@ -277,20 +296,33 @@ class Statements:
             breaks += iteration.breaks
         self.merge([(self.builder.block, self.env)] + breaks)
 
+    def unroll_for_index(self, index) -> None:
+        """Where `index`, not a constant, changes with a loop over a constant range that
+        can be unrolled, that loop is unrolled: raises `Retype`, to translate the function
+        again, in which the index is a constant. Otherwise returns."""
+        for loop in reversed(self.loops_changing(index)):   # the innermost first
+            if loop.trip_count is not None and \
+                    loop.trip_count * self.copies() <= MAX_UNROLLED_ITERATIONS:
+                self.hints.unrolled_loops.add(_position(loop.node))
+                raise Retype()
+
+    def loops_changing(self, index) -> list[Loop]:
+        return [loop for loop in self.loops
+                if loop.header is not None and _depends_on(index, loop.header)]
+
+    def copies(self) -> int:
+        """How many copies of the code here the unrolled loops around it hold."""
+        copies = 1
+        for loop in self.loops:
+            copies *= loop.copies
+        return copies
+
     def unroll_for_tuple_index(self, index, node) -> None:
         """A tuple indexed by `index`, which is not a constant: if it changes with a loop
         over a constant range, that loop is unrolled (raises `Retype`, to translate the
         function again); otherwise the error says what to write."""
-        loops = [loop for loop in self.loops
-                 if loop.header is not None and _depends_on(index, loop.header)]
-        copies = 1   # of this code already, in the unrolled loops around it
-        for loop in self.loops:
-            copies *= loop.copies
-        for loop in reversed(loops):   # the innermost first: the outer may not need it
-            if loop.trip_count is not None and \
-                    loop.trip_count * copies <= MAX_UNROLLED_ITERATIONS:
-                self.hints.unrolled_loops.add(_position(loop.node))
-                raise Retype()
+        self.unroll_for_index(index)
+        loops, copies = self.loops_changing(index), self.copies()
         hint = ("index tuples with constants, or with the variable of a for loop over a "
                 "range with constant bounds, such as range(len(t)) (the loop is then "
                 "unrolled); or keep the values in kk.private(dtype, shape)")
@@ -338,6 +370,9 @@ class Statements:
         assigned = _assigned_names(body) | set(extra)
         if isinstance(node, ast.For):
             assigned |= _target_names(node.target)
+        # A vector the body changes an element of (v[0] = x, v.x += 1) changes as a whole.
+        assigned |= {name for name in _changed_in_place(body)
+                     if isinstance(getattr(self.env.get(name), "type", None), T.TupleType)}
         for name in assigned:
             if isinstance(self.env.get(name), StructValue):
                 raise self.error(f"'{name}' holds a dataclass and is assigned again inside the "
@@ -569,13 +604,18 @@ class Statements:
             index = self.expr(target.slice)
             self.subscript_store(array, index, value, target)
         elif isinstance(target, ast.Attribute):
-            self.assign_attribute(target)
+            self.assign_attribute(target, value)
         else:
             raise self.error(f"cannot assign to {describe(target)}", target)
 
-    def assign_attribute(self, target: ast.Attribute) -> None:
-        """`p.x = ...`: always an error; the one for a dataclass argument says what to do."""
+    def assign_attribute(self, target: ast.Attribute, value) -> None:
+        """`v.x = ...` on a vector (its element, as `v[0] = ...`); an error otherwise, and
+        the one for a dataclass argument says what to do."""
         base = self.expr(target.value)
+        if isinstance(base, Value) and isinstance(base.type, T.VectorType):
+            position = self.component_position(base, target)
+            self.assign(target.value, self.vector_with(base, [position], value, target))
+            return
         if isinstance(base, StructValue):
             raise self.error(f"{describe(target)} cannot be assigned: {describe(target.value)} is "
                              f"a {base.class_name}, a frozen dataclass, whose fields kernels "
@@ -594,6 +634,21 @@ def _assigned_names(statements: list[ast.stmt]) -> set[str]:
                 names.add(node.id)
             elif isinstance(node, ast.For):
                 names.add(f"$counter{node.lineno}:{node.col_offset}")
+    return names
+
+
+def _changed_in_place(statements: list[ast.stmt]) -> set[str]:
+    """The names whose elements or attributes the statements assign (`v` in `v[0] = x`,
+    `m[1][2] += y` and `v.x = z`)."""
+    names = set()
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, (ast.Subscript, ast.Attribute)) and \
+                    isinstance(node.ctx, ast.Store):
+                while isinstance(node, (ast.Subscript, ast.Attribute)):
+                    node = node.value
+                if isinstance(node, ast.Name):
+                    names.add(node.id)
     return names
 
 

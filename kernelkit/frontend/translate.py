@@ -23,6 +23,7 @@ from .specialize import TranslationContext, TypeHints
 from .statements import Loop, Statements
 from .values import PyConst, StructValue
 from .vectors import Vectors
+from . import scalars  # noqa: F401 - registers kk.erfinv, kk.round ... in the intrinsics table
 
 
 class FunctionTranslator(Statements, Expressions, Calls, Vectors):
@@ -157,5 +158,6 @@ _SYNTAX_HINTS = {
     "Nonlocal": "kernels can read closure constants but not assign them",
     "Import": "import modules at the top of the file, outside the kernel",
     "ImportFrom": "import modules at the top of the file, outside the kernel",
-    "JoinedStr": "format strings are not supported; pass the values to kk.print(...)",
+    "JoinedStr": "format strings are strings, which kernels have only in kk.print: "
+                 "kk.print(f\"{x:.3f}\")",
 }

@@ -69,8 +69,12 @@ class Case:
         return HEADER + ast.unparse(self.module) + "\n"
 
     def reference_source(self) -> str:
-        # `kk` and `math` are the reference's own (see emulation), given to the module
-        return "import numpy as np\n\n\n" + ast.unparse(to_reference(self.module)) + "\n"
+        # `kk` and `math` are the reference's own (see emulation), given to the module;
+        # vectors are kernelkit's host ones (NumPy arrays)
+        return ("import numpy as np\nfrom kernelkit.lang import random as kk_random\n"
+                "from kernelkit.lang import scalars as kk_scalars\n"
+                "from kernelkit.lang import vectors as kk_vectors\n\n\n" +
+                ast.unparse(to_reference(self.module)) + "\n")
 
     def inexact_precision(self) -> str | None:
         """The narrowest float type inexact math computed in ('float16', 'float32' or
@@ -146,8 +150,9 @@ def random_array(rng, dtype: str, shape, specials: bool):
 
 class _ToReference(ast.NodeTransformer):
     """Barriers become `yield` (the reference runs a work-group's items as generators),
-    `kk.synchronize_any(c)` becomes `(yield kk.any_of(c))`, and each local-memory
-    allocation is named by its place, so a group's items share it."""
+    `kk.synchronize_any(c)` becomes `(yield kk.any_of(c))`, each local-memory
+    allocation is named by its place, so a group's items share it, and vectors, the
+    scalar functions and random draws are kernelkit's host versions (NumPy)."""
 
     def visit_Expr(self, node):
         self.generic_visit(node)
@@ -162,7 +167,24 @@ class _ToReference(ast.NodeTransformer):
                                       node.args + [ast.Constant(_site(node))], []))
         if _is_kk_call(node, "localmem"):
             return ast.Call(node.func, node.args + [ast.Constant(_site(node))], [])
+        if any(_is_kk_call(node, name) for name in ("vec2", "vec3", "vec4")):
+            node.func = _attribute("kk_vectors", node.func.attr)
+        if any(_is_kk_call(node, name) for name in SCALAR_FUNCTIONS):
+            node.func = _attribute("kk_scalars", node.func.attr)
+        if isinstance(node.func, ast.Attribute) and _is_kk_attribute(node.func.value, "random"):
+            node.func = _attribute("kk_random", node.func.attr)
         return node
+
+
+# The functions of `lang.scalars` (and `kk.random`'s): the reference calls kernelkit's
+# host versions, which compute with NumPy.
+SCALAR_FUNCTIONS = ("round", "frac", "step", "nonzero", "smoothstep", "erfinv", "erfcinv",
+                    "bitcast")
+
+
+def _is_kk_attribute(node, name: str) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == name
+            and isinstance(node.value, ast.Name) and node.value.id == "kk")
 
 
 def _site(node) -> str:
@@ -626,7 +648,7 @@ class Generator:
         rng = self.rng
         choices = [("declare", 6), ("assign", 3), ("if", 2 if depth < 3 else 0),
                    ("for", 2 if depth < 3 else 0), ("while", 1 if depth < 3 else 0),
-                   ("tuple", 1)]
+                   ("tuple", 1), ("vector", 1)]
         if ctx.kernel:
             choices += [("store", 3), ("atomic", 2 if self.atomics(ctx) else 0),
                         ("private", 0.5 if depth < 2 else 0)]
@@ -851,6 +873,43 @@ class Generator:
             ctx.declare(Var(n, t, interval, inexact, uniform and ctx.uniform_control))
         return statements
 
+    def statement_vector(self, ctx, depth):
+        """A vector of values of one type, elements of it assigned and updated in place
+        (at constant indices, or at one known only at run time), and its elements read
+        back into names."""
+        rng = self.rng
+        t = rng.choice([d for d in self.dtypes if d not in ("bool", "float16")])
+        size = rng.randint(2, 4)
+        values = [self.cast(ctx, self.expression(ctx, rng_depth(self)), t) for _ in range(size)]
+        name = self.fresh("vec")
+        constructor = _call(_attribute("kk", f"vec{size}"), *values)
+        constructor.keywords = [ast.keyword("dtype", _attribute("np", t))]
+        statements = [ast.Assign([_store(name)], constructor)]
+        for _ in range(rng.randint(1, 2)):
+            index = self.index(ctx, size, _literal(size), None)
+            target = ast.Subscript(_name(name), index, ast.Store())
+            value = self.cast(ctx, self.expression(ctx, rng_depth(self)), t)
+            values.append(value)
+            if self.chance(0.5):
+                statements.append(ast.AugAssign(target, _OPS[rng.choice("+-*")](), value))
+            else:
+                statements.append(ast.Assign([target], value))
+        inexact = any(v._kk_inexact for v in values)
+        uniform = all(v._kk_uniform for v in values) and ctx.uniform_control
+        names = [self.fresh("e") for _ in range(size)]
+        if self.chance(0.5):
+            statements.append(ast.Assign([ast.Tuple([_store(n) for n in names], ast.Store())],
+                                         _name(name)))
+        else:
+            names = names[:1]
+            index = self.index(ctx, size, _literal(size), None)
+            statements.append(ast.Assign([_store(names[0])],
+                                         ast.Subscript(_name(name), index, ast.Load())))
+            uniform = uniform and index._kk_uniform
+        for n in names:
+            ctx.declare(Var(n, t, None, inexact, uniform))
+        return statements
+
     def statement_call(self, ctx, depth):
         function = self.rng.choice(self.functions)
         call = self.call(ctx, function)
@@ -1023,7 +1082,7 @@ class Generator:
             return self.leaf(ctx, uniform)
         kinds = [("binary", 6), ("unary", 1), ("compare", 1.2), ("cast", 1.5), ("ifexp", 0.8),
                  ("minmax", 0.8), ("math", 0.35 if exact is not True else 0),
-                 ("math_exact", 0.5)]
+                 ("math_exact", 0.5), ("builtin", 0.8)]
         if self.functions:
             kinds.append(("call", 0.4))
         kind = self.rng.choices(*zip(*kinds))[0]
@@ -1382,6 +1441,44 @@ class Generator:
         name = self.rng.choice(MATH_TO_INT)
         return typed(_call(_attribute("math", name), guarded), S.WEAK_INT, (-2**31, 2**31),
                      False, operand._kk_uniform, whole=True)
+
+    def expression_builtin(self, ctx, depth, uniform, exact):
+        """The scalar functions of `kk` (`lang.scalars`) on a float of a NumPy type, a
+        float's bits (`kk.bitcast`, of a value that is not NaN, whose bits are the
+        hardware's), and bounded random integers in kernels."""
+        rng = self.rng
+        if ctx.kernel and self.chance(0.15):
+            low = rng.randint(-100, 100)
+            node = _call(ast.Attribute(_attribute("kk", "random"), "integers", ast.Load()),
+                         _literal(rng.randint(0, 2**40)), _name("i"), _literal(low),
+                         _literal(low + rng.randint(0, 300)))
+            return typed(node, "int64", None, False, False)
+        operand = self.expression(ctx, depth, uniform, exact)
+        t = operand._kk_type
+        if t not in self.dtypes or not S.is_float(t) or t == "float16":
+            raise Retry
+        name = rng.choice(["round", "frac", "step", "nonzero", "smoothstep", "bitcast"] +
+                          (["erfinv", "erfcinv"] if exact is not True else []))
+        uniform_result = operand._kk_uniform
+        if name == "bitcast":
+            value = self.hoist(ctx, operand)
+            zero = self.cast(ctx, self.literal(S.WEAK_FLOAT), t)
+            guarded = ast.IfExp(ast.Compare(value, [ast.Eq()], [copy.deepcopy(value)]), value,
+                                zero)
+            target = {"float32": "int32", "float64": "uint64"}[t] if self.chance(0.5) else \
+                {"float32": "uint32", "float64": "int64"}[t]
+            node = _call(_attribute("kk", "bitcast"), guarded, _attribute("np", target))
+            return typed(node, target, None, operand._kk_inexact, uniform_result)
+        args = [operand]
+        if name == "smoothstep":
+            edges = [self.cast(ctx, self.expression(ctx, depth, uniform, exact), t)
+                     for _ in range(2)]
+            args = edges + args
+            uniform_result = all(a._kk_uniform for a in args)
+        node = _call(_attribute("kk", name), *args)
+        inexact = name in ("erfinv", "erfcinv") or any(a._kk_inexact for a in args)
+        node._kk_inexact_op = name in ("erfinv", "erfcinv")
+        return typed(node, t, None, inexact, uniform_result)
 
     def expression_call(self, ctx, depth, uniform, exact):
         # a device function being written is not in the list yet: no recursion

@@ -276,6 +276,14 @@ def _return(op: Op, module: Module | None) -> list[str]:
     return []
 
 
+def _bitcast(op: Op, module: Module | None) -> list[str]:
+    source, result = op.operands[0].type, op.type
+    if not (isinstance(source, T.ScalarType) and isinstance(result, T.ScalarType)) or \
+            source.is_bool or result.is_bool or source.bits != result.bits:
+        return [f"bitcast of {source.name} to {result.name}: numbers of one size only"]
+    return []
+
+
 def _constant(op: Op, module: Module | None) -> list[str]:
     if not isinstance(op.type, T.ScalarType):
         return [f"a constant of type {op.type.name}"]
@@ -335,6 +343,8 @@ UNARY: dict[str, OpDefinition] = {
 NOT = UNARY["not"]
 
 CAST = define("cast", ("value",), None, verify=_scalar_operands, fold=evaluate.cast)
+# The same bits read as another type of their size (NumPy's `view`).
+BITCAST = define("bitcast", ("value",), None, verify=_bitcast, fold=evaluate.bitcast)
 SELECT = define("select", ("condition", "if_true", "if_false"), same_as_second,
                 verify=_select, fold=evaluate.select)
 
@@ -397,6 +407,10 @@ DEFERRED = define("deferred", (), None, attributes=("function",))
 # A call through a reference (operand 0).
 CALL_REF = define("call_ref", ("reference", "arguments*"), None,
                   effects=Effects(unknown=True), traits=(Trait.CALL,))
+# A kernel's `assert` (debug builds): operand 0 must hold; the others are the work-item's
+# global position, which the error names.
+ASSERT = define("assert", ("condition", "position*"), nothing, effects=Effects(unknown=True),
+                attributes=("message",), verify=_condition_is_bool)
 # Operand 0 holds for every work-item of the group (guard versioning's promise).
 ASSUME = define("assume", ("condition",), nothing, effects=Effects(unknown=True),
                 verify=_condition_is_bool)

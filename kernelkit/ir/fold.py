@@ -61,6 +61,13 @@ def cast(args, types, result_type):
     return value
 
 
+def bitcast(args, types, result_type):
+    (value,) = args
+    result = np.array(value, dtype=types[0].numpy_dtype).view(result_type.numpy_dtype)[()]
+    # A NaN's payload does not survive a constant's text: left to run time.
+    return None if result_type.is_float and np.isnan(result) else result
+
+
 def select(args, types, result_type):
     return args[1] if args[0] else args[2]
 

@@ -298,14 +298,18 @@ ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: 
 # -- printing and function references -----------------------------------------------------
 
 def print_(*values: Any, sep: str = " ", end: str = "\n") -> None:
-    """Print numbers and strings from a kernel (`print` works in kernels too). `sep` and
-    `end` must be string constants. Output from different work-items may come in any
-    order.
+    """Print numbers and strings from a kernel (`print` works in kernels too), with
+    f-strings' format specifications or printf-style `%` formatting, written as Python
+    writes them (what C's printf cannot write, such as centring, is a compile error).
+    `sep` and `end` must be string constants. Output from different work-items may come
+    in any order.
 
         @kk.kernel
         def show(x: kk.Const):
             i = kk.index(kk.Global)
             kk.print("x[", i, "] =", x[i])
+            kk.print(f"x[{i}] = {x[i]:.3f}")
+            kk.print("x[%d] = %8.2e" % (i, x[i]))
     """
     raise _outside_kernel("print")
 

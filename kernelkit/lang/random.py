@@ -24,10 +24,10 @@ rounds above 2**53 (write `base + np.uint64(i)`). One (seed, counter) selects on
     counter = (counter % 2**32, counter // 2**32, 0, 0)
 
 whose four 32-bit output words x0..x3 (`words(seed, counter)`) the functions read:
-`uniform_bits` and `uniform` read x0, `normal` reads x2 and x3. So `uniform(seed, c)`
-and `normal(seed, c)` are independent, but two draws that read the same word of the
-same block are not: give each draw its own counter (`counter = i * draws_per_item + k`,
-for instance) or its own seed, or convert the four words of one block yourself
+`uniform_bits` and `uniform` read x0, `integers` x0 and x1, `normal` x2 and x3. So
+`uniform(seed, c)` and `normal(seed, c)` are independent, but two draws that read the
+same word of the same block are not: give each draw its own counter
+(`counter = i * draws_per_item + k`, for instance) or its own seed, or convert the four words of one block yourself
 (`uniform_from_word`, `normal_from_words`).
 
 Exactness. `philox4x32`, `words`, `uniform_bits`, `uniform` and `uniform_from_word` are
@@ -54,6 +54,7 @@ PHILOX_W1 = 0xBB67AE85
 PHILOX_ROUNDS = 10
 
 LOW_32_BITS = 0xFFFFFFFF
+SIGN_BIT = np.uint64(1 << 63)
 TWO_TO_MINUS_24 = np.float32(2.0 ** -24)
 TWO_PI = np.float32(2.0 * math.pi)
 
@@ -109,12 +110,48 @@ def uniform_bits(seed, counter):
     return x0
 
 
-def uniform(seed, counter):
-    """A float32 uniform on [0, 1), from word x0 (`uniform_from_word`).
+def uniform(seed, counter, low=0.0, high=1.0):
+    """A float32 uniform on [0, 1), from word x0 (`uniform_from_word`); with `low` and
+    `high`, `low + (high - low) * u` (on [low, high) but for rounding; float32 unless
+    the bounds are float64):
 
-        kk.random.uniform(0, 0)   # np.float32(0.39904642), 0x6627e8 / 2**24
+        kk.random.uniform(0, 0)              # np.float32(0.39904642), 0x6627e8 / 2**24
+        kk.random.uniform(0, 0, -1.0, 1.0)   # np.float32(-0.20190716)
     """
-    return uniform_from_word(uniform_bits(seed, counter))
+    return low + (high - low) * uniform_from_word(uniform_bits(seed, counter))
+
+
+def integers(seed, counter, low, high=None):
+    """An int64 uniform on [low, high), as NumPy's `Generator.integers(low, high)`;
+    `integers(seed, counter, high)` draws from [0, high). From words x0 and x1 (so not
+    independent of `uniform` and `uniform_bits` at the same counter): the 64 bits
+    `x1 * 2**32 + x0` scaled to the range by Lemire's multiply-shift, the high 64 bits
+    of `bits * (high - low)`. Each value's probability is 1 / (high - low) within a
+    relative (high - low) / 2**64 (below 2**-32 for any range below 2**32). Where
+    `high <= low`, the result is `low` (NumPy raises there).
+
+        kk.random.integers(seed, i, 1, 7)   # a die
+    """
+    if high is None:
+        low, high = 0, low
+    # int64s as uint64s in the same order (the sign bit flipped): the span and the sum
+    # below cannot wrap.
+    low_key = np.uint64(np.int64(low)) ^ SIGN_BIT
+    high_key = np.uint64(np.int64(high)) ^ SIGN_BIT
+    span = high_key - min(low_key, high_key)
+    x0, x1, _, _ = words(seed, counter)
+    bits = (np.uint64(x1) << np.uint64(32)) | np.uint64(x0)
+    return np.int64((low_key + multiply_high(bits, span)) ^ SIGN_BIT)
+
+
+def multiply_high(a, b):
+    """The high 64 bits of the 128-bit product of two uint64s, from 32-bit halves (no
+    partial sum wraps)."""
+    a_low, a_high = a & LOW_32_BITS, a >> np.uint64(32)
+    b_low, b_high = b & LOW_32_BITS, b >> np.uint64(32)
+    cross = ((a_low * b_low) >> np.uint64(32)) + ((a_high * b_low) & LOW_32_BITS) + \
+        a_low * b_high
+    return a_high * b_high + ((a_high * b_low) >> np.uint64(32)) + (cross >> np.uint64(32))
 
 
 def normal(seed, counter):
@@ -148,5 +185,5 @@ def normal_from_words(first, second):
     return sqrt(-2 * log(u1)) * cos(TWO_PI * u2)
 
 
-__all__ = ["uniform", "normal", "uniform_bits", "words", "uniform_from_word",
+__all__ = ["uniform", "normal", "integers", "uniform_bits", "words", "uniform_from_word",
            "normal_from_words", "philox4x32"]

@@ -1,6 +1,8 @@
 """Small vectors and matrices: `kk.vec2`, `kk.vec3`, `kk.vec4`, `kk.mat22`, `kk.mat33`,
 `kk.mat44`, and what kernels do with them (`kk.dot`, `kk.cross`, `kk.length`,
-`kk.normalize`, `kk.transpose`, `kk.load_vec3`, `kk.store` ...).
+`kk.normalize`, `kk.transpose`, the linear algebra of `kk.determinant`, `kk.inverse`,
+`kk.trace`, `kk.diag`, `kk.identity`, `kk.outer`, `kk.skew`, `kk.ddot`, and
+`kk.load_vec3`, `kk.store` ...).
 
     @kk.kernel
     def rotate(points, R: kk.Const):
@@ -18,11 +20,17 @@ Arithmetic is NumPy's: `+ - * / // % **` elementwise between two of the same sha
 with a scalar on either side; `@` is the matrix product (matrix @ vector, vector @ matrix,
 matrix @ matrix; vector @ vector is the dot product). In Warp `m1 * m2` is the matrix
 product: here it is elementwise, as for NumPy arrays; write `m1 @ m2`. `v[i]` reads an
-element, `m[i]` a row (a vector), `m[i, j]` an element; a vector cannot be changed in
-place: build a new one (`v = kk.vec3(x, v[1], v[2])`). `len(v)`, `for c in v` and
-`x, y, z = v` work as for tuples, and on a matrix go by rows, as NumPy's do; `abs`,
-`min(a, b)` and `max(a, b)` work elementwise (in kernels only: on the host, Python's
-`min` and `max` of two arrays raise).
+element, `m[i]` a row (a vector), `m[i, j]` an element, and each can be assigned
+(`v[0] = x`, `v[i] += y`, `m[1] = row`, `m[i, j] = x`, converted to the element type as
+NumPy's assignment converts); `v.x`, `v.y`, `v.z`, `v.w` read and assign a vector's
+elements (in kernels). An index may be known only at run time (negative counts from the
+end; one out of range reads 0 and assigns nothing). `a == b` and `a != b` of two of one
+shape are one bool, as NumPy's `array_equal` (in kernels; on the host they compare
+elementwise). `len(v)`, `for c in v`, `x, y, z = v` and `f(*v)` work as for tuples,
+and on a matrix go by rows, as NumPy's do; `abs`, `min(a, b)` and `max(a, b)` work
+elementwise (in kernels only: on the host, Python's `min` and `max` of two arrays
+raise). `kk.atomic_add(a, i, v)` (and the other atomics) updates each element of `v`
+along the array's trailing axes, each atomically.
 
 On the host (in plain Python) the same functions compute with NumPy: a vector is a 1-D
 NumPy array, a matrix a 2-D one, so a device function written with them runs on either.
@@ -32,7 +40,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["vec2", "vec3", "vec4", "mat22", "mat33", "mat44", "dot", "cross", "length",
-           "normalize", "transpose", "load_vec2", "load_vec3", "load_vec4", "load_mat22",
+           "normalize", "transpose", "trace", "diag", "identity", "outer", "skew", "ddot",
+           "determinant", "inverse", "load_vec2", "load_vec3", "load_vec4", "load_mat22",
            "load_mat33", "load_mat44", "store"]
 
 
@@ -52,6 +61,8 @@ def _components(arguments: tuple, name: str, count: int, takes: str, dtype) -> n
     for value in values:
         if np.ndim(value) != 0 or isinstance(value, (bool, np.bool_, str)):
             raise TypeError(f"{name}() takes numbers, got {value!r}")
+    if not values:
+        values = [np.float64(0.0)]
     if len(values) == 1:
         values = values * count
     if len(values) != count:
@@ -67,9 +78,10 @@ def _vector(size: int):
         return _components(components, name, size, f"1 or {size} numbers", dtype)
     make.__name__ = make.__qualname__ = name
     make.__doc__ = (f"A vector of {size} numbers: `kk.vec{size}(" +
-                    ", ".join("xyzw"[:size]) + f")`, or `kk.vec{size}(s)` for "
-                    f"{size} copies of `s`; a vector or tuple among the arguments gives its "
-                    "numbers in order (`kk.vec4(v3, 1.0)`). `dtype=` sets the element type "
+                    ", ".join("xyzw"[:size]) + f")`, `kk.vec{size}(s)` for "
+                    f"{size} copies of `s`, or `kk.vec{size}()` for zeros (float64); a "
+                    "vector or tuple among the arguments gives its numbers in order "
+                    "(`kk.vec4(v3, 1.0)`). `dtype=` sets the element type "
                     "(otherwise NumPy's promotion of the components). In a kernel a value; "
                     "on the host a NumPy array.")
     return make
@@ -85,9 +97,9 @@ def _matrix(size: int):
     make.__name__ = make.__qualname__ = name
     make.__doc__ = (f"A {size}x{size} matrix: `kk.mat{size}{size}(a00, a01, ...)` with its "
                     f"{size * size} elements row by row, `kk.mat{size}{size}(row0, row1, ...)` "
-                    f"from {size} vectors (its rows), or `kk.mat{size}{size}(s)` filled with "
-                    "`s`; `dtype=` sets the element type. `@` multiplies matrices; `*` is "
-                    "elementwise.")
+                    f"from {size} vectors (its rows), `kk.mat{size}{size}(s)` filled with "
+                    f"`s`, or `kk.mat{size}{size}()` of zeros (float64); `dtype=` sets the "
+                    "element type. `@` multiplies matrices; `*` is elementwise.")
     return make
 
 
@@ -140,6 +152,90 @@ def normalize(v):
 def transpose(m):
     """The transpose of a matrix: `kk.transpose(m)[i, j] == m[j, i]`."""
     return np.asarray(m).T.copy()
+
+
+def trace(m):
+    """The sum of a matrix's diagonal, from the first element to the last, in its
+    element type: `kk.trace(kk.identity(3)) == 3.0`."""
+    m = np.asarray(m)
+    total = m[0, 0]
+    for k in range(1, min(m.shape)):
+        total = total + m[k, k]
+    return total
+
+
+def diag(v):
+    """NumPy's `np.diag`: a vector's diagonal matrix (Warp's `diag`), or a square
+    matrix's diagonal as a vector."""
+    return np.diag(np.asarray(v)).copy()
+
+
+def identity(n, dtype=np.float64):
+    """The n x n identity matrix (n of 2, 3 or 4): `kk.identity(3, dtype=np.float32)`."""
+    return np.eye(n, dtype=dtype)
+
+
+def outer(a, b):
+    """The outer product of two vectors: `kk.outer(a, b)[i, j] == a[i] * b[j]`."""
+    return np.multiply.outer(np.asarray(a), np.asarray(b))
+
+
+def skew(v):
+    """The cross-product matrix of a 3-vector: `kk.skew(a) @ b == kk.cross(a, b)`."""
+    v = np.asarray(v)
+    x, y, z = v
+    zero = v.dtype.type(0)
+    return np.array([[zero, -z, y], [z, zero, -x], [-y, x, zero]])
+
+
+def ddot(a, b):
+    """The double dot product of two matrices of one shape: the sum of their elementwise
+    products, row by row from the first to the last (`kk.dot` of their elements)."""
+    return dot(np.asarray(a).ravel(), np.asarray(b).ravel())
+
+
+def _as_float(m) -> np.ndarray:
+    m = np.asarray(m)
+    return m if m.dtype.kind == "f" else m.astype(np.float64)
+
+
+def _determinant(m):
+    """The determinant by cofactors along the first row, in a fixed order (the same
+    operations as kernels compute)."""
+    size = m.shape[0]
+    if size == 2:
+        return m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+    total = None
+    for column in range(size):
+        minor = np.delete(np.delete(m, 0, axis=0), column, axis=1)
+        term = m[0, column] * _determinant(minor)
+        total = term if total is None else (total - term if column % 2 else total + term)
+    return total
+
+
+def determinant(m):
+    """The determinant of a 2x2, 3x3 or 4x4 matrix, by cofactors along the first row,
+    in the matrix's float type (float64 for integers)."""
+    return _determinant(_as_float(m))
+
+
+def inverse(m):
+    """The inverse of a 2x2, 3x3 or 4x4 matrix: its adjugate divided by its determinant
+    (a singular matrix gives infinities and NaNs, where NumPy raises)."""
+    m = _as_float(m)
+    size = m.shape[0]
+    det = _determinant(m)
+    if size == 2:
+        adjugate = np.array([[m[1, 1], -m[0, 1]], [-m[1, 0], m[0, 0]]])
+    else:
+        adjugate = np.empty_like(m)
+        for row in range(size):
+            for column in range(size):
+                minor = np.delete(np.delete(m, row, axis=0), column, axis=1)
+                cofactor = _determinant(minor)
+                adjugate[column, row] = -cofactor if (row + column) % 2 else cofactor
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return adjugate / det
 
 
 def _indices(array, index: tuple, trailing: int, name: str) -> tuple:

@@ -7,15 +7,20 @@ import numbers
 from ..errors import LaunchError
 
 
+MAX_DIMENSIONS = 4
+"""The most dimensions an ndrange (and a work-group) has, as in Warp; KernelAbstractions
+allows more, CUDA's grids have three (a fourth is folded into one of them)."""
+
+
 def as_sizes(value, what: str, kernel: str) -> tuple[int, ...]:
-    """An integer (any `numbers.Integral`: NumPy's too) or a tuple of 1 to 3 of them, as a
+    """An integer (any `numbers.Integral`: NumPy's too) or a tuple of 1 to 4 of them, as a
     tuple of ints."""
     sizes = (value,) if isinstance(value, numbers.Integral) else value
-    valid = isinstance(sizes, tuple) and 1 <= len(sizes) <= 3 and all(
+    valid = isinstance(sizes, tuple) and 1 <= len(sizes) <= MAX_DIMENSIONS and all(
         isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in sizes)
     if not valid:
-        raise LaunchError(f"kernel '{kernel}': {what} must be an int or a tuple of 1 to 3 ints, "
-                          f"got {value!r}")
+        raise LaunchError(f"kernel '{kernel}': {what} must be an int or a tuple of 1 to "
+                          f"{MAX_DIMENSIONS} ints, got {value!r}")
     sizes = tuple(int(s) for s in sizes)
     if any(s < 0 for s in sizes) or (what == "workgroupsize" and any(s == 0 for s in sizes)):
         raise LaunchError(f"kernel '{kernel}': {what} must be positive, got {value!r}")
@@ -47,5 +52,8 @@ def default_workgroupsize(ndim: int, items: int) -> tuple[int, ...]:
     rest = items // last
     if ndim == 2:
         return (rest, last)
+    if ndim == 4:   # the first two axes share what three axes' first would have
+        first, middle = default_workgroupsize(3, items)[:2]
+        return (max(first // 2, 1), 2 if first > 1 else 1, middle, last)
     middle = int(math.sqrt(rest))
     return (rest // middle, middle, last)

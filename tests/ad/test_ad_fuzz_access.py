@@ -19,10 +19,11 @@ from kernelkit.fuzz.runner import make_backends
 
 # seed -> what its kernel and plan exercise (its outcome's `patterns:` and `checks:`)
 SEEDS = {
-    47: {"permuted", "tile-transposed", "neighbour-guarded", "fd", "aliasing-refused"},
-    51: {"permuted", "tile-transposed", "fd"},
-    14: {"permuted-write", "neighbour-clamped", "shared-read", "aliasing-refused", "fd"},
-    7: {"mirrored", "neighbour-clamped", "fd"},
+    14: {"permuted", "permuted-write", "mirrored", "neighbour-guarded", "shared-read",
+         "aliasing-refused", "fd"},
+    8: {"permuted", "mirrored", "neighbour-clamped", "neighbour-guarded", "shared-read", "fd"},
+    5: {"permuted", "tile-transposed", "neighbour-clamped", "neighbour-guarded"},
+    10: {"permuted", "permuted-write", "mirrored", "tile-transposed"},
 }
 
 

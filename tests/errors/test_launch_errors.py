@@ -87,11 +87,11 @@ def test_workgroupsize_with_other_dimensions_than_ndrange_is_a_launch_error(back
     assert_backend_still_works(backend)
 
 
-def test_ndrange_of_four_dimensions_is_a_launch_error(backend):
+def test_ndrange_of_five_dimensions_is_a_launch_error(backend):
     y, x = inputs(backend)
     with pytest.raises(kk.LaunchError) as info:
-        add_one(backend, (1, 1, 1, 1))(y, x, ndrange=(2, 2, 2, 2))
-    assert "add_one" in str(info.value)
+        add_one(backend, (1, 1, 1, 1, 1))(y, x, ndrange=(2, 2, 2, 2, 2))
+    assert "add_one" in str(info.value) and "1 to 4 ints" in str(info.value)
     assert_backend_still_works(backend)
 
 

@@ -476,14 +476,6 @@ def multiplies_matrix_by_vector_with_star(out):
 
 
 @kk.kernel
-def changes_a_vector_in_place(out):
-    i = kk.index(kk.Global)
-    v = kk.vec3(1.0, 2.0, 3.0)
-    v[0] = 5.0
-    out[i] = v[0]
-
-
-@kk.kernel
 def builds_with_two_numbers(out):
     i = kk.index(kk.Global)
     v = kk.vec3(1.0, 2.0)
@@ -525,7 +517,6 @@ def stores_a_number_with_too_few_indices(out):
     (adds_different_shapes, "v = kk.vec3(1.0, 2.0, 3.0) + kk.vec2", "the shapes differ"),
     (multiplies_matrix_by_vector_with_star, "v = kk.mat22(1.0) * kk.vec2",
      "use @ for the matrix product"),
-    (changes_a_vector_in_place, "v[0] = 5.0", "build a new one"),
     (builds_with_two_numbers, "v = kk.vec3(1.0, 2.0)", "takes 1 or 3 numbers, got 2"),
     (crosses_2_vectors, "v = kk.cross(kk.vec2", "needs a vector of 3"),
     (indexes_past_the_end, "out[i] = kk.vec2(1.0, 2.0)[2]", "out of range"),

@@ -756,6 +756,7 @@ def _launch(function, grid, block, shared, stream, params, extra):
     from kernelkit.compiler.driver import compile_job
     from kernelkit.compiler.job import CompilerJob
     from kernelkit.runtime.arguments import ArgumentLayout
+    from backends.cuda.thread import cuda_shape
     _live(function, _functions, "function")
     _stream(stream)
     if not all(1 <= count <= most for count, most in zip(grid, MAX_GRID)):
@@ -769,13 +770,14 @@ def _launch(function, grid, block, shared, stream, params, extra):
     config = dataclasses.replace(job.config, target=make_backend("cpu").target())
     compiled = compile_job(CompilerJob(job.source, config))
     sizes = job.config.workgroupsize
-    assert block[:len(sizes)] == tuple(reversed(sizes)), "block = work-group, x last"
+    folded = cuda_shape(sizes)   # a 4-d work-group's first two axes share z
+    assert block[:len(folded)] == tuple(reversed(folded)), "block = work-group, x last"
     layout = ArgumentLayout(compiled.parameter_types, len(sizes))
     record = ctypes.string_at(VOID_P.from_address(params).value, layout.size)  # copied now
     # The work-groups the grid covers. A coarsened kernel (backends/cuda/thread.py)
     # launched with fewer blocks than groups along its first axis (CUDA's last used
     # one) runs `coarsening` groups per block there.
-    covered = list(reversed(grid[:len(sizes)]))
+    covered = list(reversed(grid[:len(folded)]))
     (first,) = struct.unpack_from("<q", record, layout.groups_offset(0))
     if covered[0] < first:
         covered[0] = min(covered[0] * coarsening[function], first)
