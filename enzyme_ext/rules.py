@@ -28,6 +28,7 @@ from kernelkit.logs import get_logger
 from .activities import (Activity, Active, Const, Duplicated, Mode, activity_class)
 from .device import translate_call
 from .jobs import compiler_job_from_backend, derivative_job
+from .program import autodiff_program, is_program
 from .reduce import deterministic_sum
 from .signature import AUGMENTED, COMBINED, FORWARD, GATHER, REVERSE, derivative_parameters
 from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
@@ -48,6 +49,8 @@ def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
     Inside a kernel, `autodiff(Reverse, f, Active(x), Const(c))` gives the tuple of the
     device function f's derivatives (0 for Const arguments) and `autodiff(Forward, f,
     Duplicated(x, dx))` the tangent of its result."""
+    if is_program(launch):
+        return autodiff_program(mode, launch, *args)
     if mode is Mode.FORWARD:
         rule_for(launch, tuple(map(_activity_of, args)), max_iterations).forward(
             args, ndrange, workgroupsize)

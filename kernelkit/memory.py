@@ -114,11 +114,18 @@ def copyto(destination, source) -> None:
     """
     # Other libraries' host arrays are seen as NumPy arrays over the same memory, so
     # that every backend can copy to and from them.
+    for watch in WRITE_OBSERVERS:   # a program's recording follows the copy
+        watch(destination, source)
     destination = _host_view(destination)
     source = _host_view(source)
     backend = get_backend(destination) if not isinstance(destination, np.ndarray) else \
         get_backend(source) if not isinstance(source, np.ndarray) else get_backend(destination)
     backend.copyto(destination, source)
+
+
+WRITE_OBSERVERS: list = []
+"""Called with the destination and the source before `copyto` writes: empty but while an
+extension records a program (`enzyme_ext.program`)."""
 
 
 def _host_view(array):

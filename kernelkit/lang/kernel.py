@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import struct
+import threading
 from typing import Callable, overload
 
 import numpy as np
@@ -235,11 +236,47 @@ def _out_of_range_int(kernel, args) -> LaunchError | None:
     return None
 
 
+OBSERVERS: list = []
+"""Who watches launches: `observe_launches`. Empty but while a program's launches are
+recorded; a launch then costs one more test of a list."""
+
+
+class observe_launches:
+    """`with observe_launches(observer):` every launch made through a launch function
+    (`k(backend, wg)(args..., ndrange=...)`) in this thread calls `observer(launch, args,
+    ndrange, workgroupsize)` instead of launching; the observer launches (or not) itself,
+    through `launch.launcher.launch`. What an extension that differentiates whole programs
+    records its launches by; launches from other threads go on as usual."""
+
+    def __init__(self, observer):
+        self.observer = observer
+
+    def __enter__(self):
+        thread = threading.get_ident()
+        observer = self.observer
+
+        def watch(launch, args, ndrange, workgroupsize):
+            if threading.get_ident() != thread:
+                return launch.launcher.launch(args, ndrange, workgroupsize)
+            return observer(launch, args, ndrange, workgroupsize)
+        watch.observer = observer
+        self.watch = watch
+        OBSERVERS.append(watch)
+        return self
+
+    def __exit__(self, *exc):
+        OBSERVERS.remove(self.watch)
+        return False
+
+
 def _launch_function(launcher: Launcher):
     kernel = launcher.kernel
+    observers = OBSERVERS
 
     def launch(*args, ndrange=None, workgroupsize=None) -> None:
         try:
+            if observers:
+                return observers[-1](launch, args, ndrange, workgroupsize)
             if type(ndrange) is int and workgroupsize is None and launcher._fire(args, ndrange):
                 return
             launcher.launch(args, ndrange, workgroupsize)
@@ -258,6 +295,7 @@ def _launch_function(launcher: Launcher):
                       f"{', '.join(kernel.parameters)}, ndrange=..., workgroupsize=...)")
     launch.kernel, launch.backend = kernel, launcher.backend
     launch.workgroupsize, launch.ndrange = launcher.workgroupsize, launcher.ndrange
+    launch.launcher = launcher
     return launch
 
 

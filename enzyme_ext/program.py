@@ -1,0 +1,434 @@
+"""Derivatives of Python programs that launch kernels: `autodiff(Reverse, program, ...)`,
+`autodiff(Forward, program, ...)` and `gradient(program, argnums=...)`.
+
+A program is plain Python that launches kernelkit kernels (and may allocate arrays and
+call other such functions). Its launches are recorded as it runs once
+(`kernelkit.lang.kernel.observe_launches`), each differentiated by the launch rule of
+`rules.py` with activities inferred from the data flow:
+
+- An array carries derivatives (it has a shadow) when it is a `Duplicated` argument of
+  the program, or a float array that a launch writes while any of its arguments carries
+  them (its shadow is then a zeroed array of its own). In each launch, an array with a
+  shadow is `Duplicated`, every other argument `Const`; an `Active` argument of the
+  program is `Active` in each launch it is passed to as it is (arithmetic on it in
+  Python is not followed: pass what a kernel needs as arguments of the program).
+- Reverse mode runs each recorded launch's augmented forward kernel as the program
+  reaches it (its tape is its own), then the launches' reverse kernels in the opposite
+  order, each with the shadows as the later launches left them. A reverse kernel reads
+  again the arrays its launch read but did not write. Where a later launch overwrites
+  such an array, the recording keeps a copy of the array as it was, once per overwrite,
+  and the reverse pass puts it back before it reaches the earlier launch (and puts the
+  final contents back at the end): an overwrite never turns into a wrong derivative.
+- Forward mode runs each launch's forward-mode kernel with the tangents in the shadows.
+
+The derivatives of `Active` scalars are summed over the launches they are passed to."""
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import kernelkit as kk
+from kernelkit.errors import KernelkitError
+from kernelkit.lang.kernel import observe_launches
+from kernelkit.memory import WRITE_OBSERVERS
+
+from .activities import Active, Const, Duplicated, Mode, activity_class
+
+
+class _Traced(float):
+    """An `Active` scalar as the program sees it: a float that a launch recognizes."""
+    __slots__ = ()
+
+
+@dataclass
+class _Recorded:
+    """One launch: its rule's halves, its arguments as activities, its tape."""
+    launch: object
+    activities: list
+    values: tuple              # the arguments as the program passed them
+    ndrange: object
+    workgroupsize: object
+    reverse: object = None
+    tape: object = None
+    written: frozenset = frozenset()
+    restores: list = field(default_factory=list)   # (array, its copy before this launch)
+    copy: tuple | None = None  # a kk.copyto: (the destination's shadow, the source's)
+    schedule: object = None    # a checkpointed loop (`checkpointing.Schedule`)
+
+
+def _span(array) -> tuple[int, int] | None:
+    from .rules import _memory_range
+    return _memory_range(array)
+
+
+def _overlaps(a, b) -> bool:
+    from .rules import _overlap
+    return _overlap(a, None if isinstance(a, np.ndarray) else _span(a),
+                    b, None if isinstance(b, np.ndarray) else _span(b))
+
+
+def _is_array(value) -> bool:
+    return hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__")
+
+
+def _holds_floats(array) -> bool:
+    return np.issubdtype(np.dtype(array.dtype), np.floating)
+
+
+class Recording:
+    """The launches of one run of a program, in order, and the shadows of its arrays."""
+
+    def __init__(self, mode: Mode, program, activities):
+        self.mode = mode
+        self.program = program
+        self.launches: list[_Recorded] = []
+        self.shadows: list[tuple[object, object]] = []     # (array, shadow), by array
+        self.active: dict[int, float] = {}     # id of a traced scalar -> its tangent
+        self.derivatives: dict[int, float] = {}             # id -> summed derivative
+        self.readers: list[tuple[object, _Recorded]] = []   # (array, launch) read, not written
+        self.pending: _Recorded | None = None        # a checkpointed loop running
+        self.checksums: dict[tuple[int, int], bytes] = {}    # debug: (array, launch) -> hash
+        self.debug = False     # set by the first launch on a backend in debug mode
+        self.arguments = []
+        for position, argument in enumerate(activities):
+            kind = activity_class(argument) if isinstance(argument, (Const, Active,
+                                                                     Duplicated)) else Const
+            value = getattr(argument, "value", argument)
+            if kind is Active and mode is Mode.FORWARD:
+                raise KernelkitError(f"program '{_name(program)}': argument {position} is "
+                                     f"Active, which is for reverse mode; in forward mode "
+                                     f"pass Duplicated(value, tangent)")
+            if kind is Active or (issubclass(kind, Duplicated) and not _is_array(value)):
+                traced = _Traced(value)
+                self.active[id(traced)] = getattr(argument, "shadow", 0.0)   # its tangent
+                self.derivatives[id(traced)] = 0.0
+                self.arguments.append(traced)
+            elif issubclass(kind, Duplicated):
+                self.shadows.append((value, argument.shadow))
+                self.arguments.append(value)
+            else:
+                self.arguments.append(value)
+
+    # -- the shadows --------------------------------------------------------------------
+
+    def shadow_of(self, array):
+        for known, shadow in self.shadows:
+            if known is array:
+                return shadow
+        for known, _ in self.shadows:
+            if _overlaps(known, array):
+                raise KernelkitError(
+                    f"program '{_name(self.program)}': a launch takes an array that shares "
+                    f"memory with a differentiated array without being that array (a view "
+                    f"of it, or one it is a view of); pass the array itself, or a copy")
+        return None
+
+    def add_shadow(self, array):
+        shadow = kk.zeros(kk.get_backend(array), array.dtype, np.shape(array))
+        self.shadows.append((array, shadow))
+        return shadow
+
+    # -- the launches -------------------------------------------------------------------
+
+    def observe(self, launch, args, ndrange, workgroupsize) -> None:
+        """A launch of the program: run as the mode needs it, and recorded."""
+        from .rules import _activity_of, rule_for
+        self.debug = self.debug or bool(getattr(launch.backend, "debug", False))
+        written = written_parameters(launch, args)
+        carries = any(isinstance(a, _Traced) and id(a) in self.active for a in args) or \
+            any(_is_array(a) and self.shadow_of(a) is not None for a in args)
+        activities = []
+        for index, value in enumerate(args):
+            if isinstance(value, _Traced) and id(value) in self.active:
+                activities.append(Active(float(value)) if self.mode is not Mode.FORWARD
+                                  else Duplicated(float(value), self.active[id(value)]))
+                continue
+            if not _is_array(value):
+                activities.append(Const(value))
+                continue
+            shadow = self.shadow_of(value)
+            if shadow is None and carries and index in written and _holds_floats(value):
+                shadow = self.add_shadow(value)
+            activities.append(Const(value) if shadow is None else Duplicated(value, shadow))
+        recorded = _Recorded(launch, activities, tuple(args), ndrange, workgroupsize,
+                             written=frozenset(index for index in written if
+                                               _is_array(args[index])))
+        self.check_readers(recorded, args)
+        self.keep_what_is_overwritten(recorded, args)
+        if not any(isinstance(a, (Active, Duplicated)) for a in activities):
+            launch.launcher.launch(tuple(args), ndrange, workgroupsize)   # nothing to follow
+        elif self.mode is Mode.FORWARD:
+            from . import rules
+            rules.autodiff(Mode.FORWARD, launch, *activities, ndrange=ndrange,
+                           workgroupsize=workgroupsize)
+        else:
+            rule = rule_for(launch, tuple(map(_activity_of, activities)), None)
+            recorded.reverse = rule
+            recorded.tape = rule.augmented_forward(activities, ndrange, workgroupsize)
+        if self.mode is not Mode.FORWARD:
+            self.launches.append(recorded)
+        for index, value in enumerate(args):
+            if _is_array(value) and index not in recorded.written:
+                self.readers.append((value, recorded))
+                if self.debug and self.mode is not Mode.FORWARD:
+                    self.checksums[(id(value), id(recorded))] = _checksum(value)
+
+    def host_write(self, destination, source) -> None:
+        """`kk.copyto(destination, source)` between the program's launches: an overwrite
+        like a launch's (kept for the reverse pass where an earlier launch read the
+        array), and a step of the derivative: the destination's derivative is the
+        source's where the source carries one (an array of the program's), else 0."""
+        shadow = self.shadow_of(destination) if _is_array(destination) else None
+        source_shadow = self.shadow_of(source) if _is_array(source) else None
+        if self.mode is Mode.FORWARD:
+            if shadow is not None:
+                kk.copyto(shadow, source_shadow if source_shadow is not None else
+                          np.zeros(np.shape(destination), np.dtype(destination.dtype)))
+            return
+        if shadow is None and source_shadow is not None:
+            shadow = self.add_shadow(destination)
+        moment = _Recorded(None, [], (destination,), None, None, written=frozenset({0}))
+        moment.copy = (shadow, source_shadow)
+        self.keep_what_is_overwritten(moment, (destination,))
+        self.launches.append(moment)
+
+    def before_checkpointed(self, schedule) -> None:
+        """A checkpointed loop is about to run: it overwrites its state arrays, which get
+        shadows where anything it takes carries derivatives."""
+        arguments = schedule.state + schedule.params
+        carries = any(isinstance(a, _Traced) and id(a) in self.active for a in arguments) \
+            or any(_is_array(a) and self.shadow_of(a) is not None for a in arguments)
+        for array in schedule.state:
+            if carries and self.shadow_of(array) is None and _holds_floats(array):
+                self.add_shadow(array)
+        moment = _Recorded(None, [], arguments, None, None,
+                           written=frozenset(range(len(schedule.state))))
+        moment.schedule = schedule
+        self.keep_what_is_overwritten(moment, arguments)
+        self.pending = moment
+
+    def after_checkpointed(self, schedule) -> None:
+        moment, self.pending = self.pending, None
+        self.launches.append(moment)
+        for value in schedule.params:
+            if _is_array(value):
+                self.readers.append((value, moment))
+
+    def reverse_step(self, step, arguments) -> None:
+        """One step of a checkpointed loop, recorded and reversed at once, its state in
+        place: the adjoints of its outputs in the shadows become those of its inputs."""
+        nested = Recording.__new__(Recording)
+        nested.mode, nested.program = Mode.REVERSE, step
+        nested.launches, nested.readers, nested.checksums = [], [], {}
+        nested.shadows = list(self.shadows)     # the step's temporaries' shadows stay its own
+        nested.active, nested.derivatives = self.active, self.derivatives
+        nested.debug, nested.arguments, nested.pending = False, list(arguments), None
+        WRITE_OBSERVERS.append(nested.host_write)
+        try:
+            with observe_launches(nested.observe):
+                step(*arguments)
+        finally:
+            WRITE_OBSERVERS.remove(nested.host_write)
+        nested.reverse()
+
+    def check_readers(self, following: _Recorded | None = None, args=()) -> None:
+        """In debug mode (`kk.CPU(debug=True)`, KERNELKIT_DEBUG=1): an array a launch read
+        must hold what it held then until a launch or `kk.copyto` overwrites it. Host code
+        that wrote it in between (a NumPy assignment) would make the reverse pass read the
+        new values: an error naming the array's launches, never a wrong derivative."""
+        if not self.checksums:
+            return
+        for value, reader in self.readers:
+            if following is not None and not any(value is a for a in args):
+                continue
+            kept = self.checksums.get((id(value), id(reader)))
+            if kept is not None and kept != _checksum(value):
+                reader_name = reader.launch.kernel.name
+                where = (f"before launch {len(self.launches) + 1} ('"
+                         f"{following.launch.kernel.name}')" if following is not None
+                         else "before the program returned")
+                index = next(i for i, a in enumerate(reader.values) if a is value)
+                raise KernelkitError(
+                    f"program '{_name(self.program)}': argument {index} of a launch of "
+                    f"'{reader_name}' (an array of shape {np.shape(value)}) was changed by "
+                    f"code other than a kernel or kk.copyto {where}: the reverse pass would "
+                    f"read the new values; change it through a kernel or kk.copyto, or give "
+                    f"the launch a copy")
+
+    def keep_what_is_overwritten(self, recorded: _Recorded, args) -> None:
+        """Before a launch overwrites an array that an earlier launch read (and did not
+        write), a copy of it as it was, which the reverse pass puts back before it
+        reaches the earlier launch."""
+        if self.mode is Mode.FORWARD:
+            return
+        for index in recorded.written:
+            array = args[index]
+            kept = [entry for entry in self.readers if not _overlaps(entry[0], array)]
+            if len(kept) == len(self.readers):
+                continue
+            backend = kk.get_backend(array)
+            copy = backend.allocate(array.dtype, np.shape(array))
+            backend.copyto(copy, array)
+            recorded.restores.append((array, copy))
+            self.readers = kept
+
+    # -- reverse ------------------------------------------------------------------------
+
+    def reverse(self) -> None:
+        restored = {}
+        for recorded in self.launches:
+            for array, _ in recorded.restores:
+                if id(array) not in restored:
+                    backend = kk.get_backend(array)
+                    final = backend.allocate(array.dtype, np.shape(array))
+                    backend.copyto(final, array)
+                    restored[id(array)] = (array, final)
+        for recorded in reversed(self.launches):
+            if recorded.copy is not None:
+                _reverse_of_copy(*recorded.copy)
+            if recorded.schedule is not None:
+                recorded.schedule.reverse(self)
+            if recorded.reverse is not None:
+                derivatives = recorded.reverse.reverse(recorded.activities, recorded.tape,
+                                                       recorded.ndrange,
+                                                       recorded.workgroupsize)
+                for value, derivative in zip(recorded.values, derivatives):
+                    if derivative is not None and id(value) in self.derivatives:
+                        self.derivatives[id(value)] += derivative
+            for array, copy in reversed(recorded.restores):
+                kk.get_backend(array).copyto(array, copy)
+        for array, final in restored.values():
+            kk.get_backend(array).copyto(array, final)
+
+
+@kk.kernel
+def _take_adjoint(source_adjoint, adjoint):
+    i = kk.index(kk.Global)
+    source_adjoint[i] = source_adjoint[i] + adjoint[i]
+    adjoint[i] = 0.0
+
+
+@kk.kernel
+def _zero(adjoint):
+    i = kk.index(kk.Global)
+    adjoint[i] = 0.0
+
+
+def _reverse_of_copy(shadow, source_shadow) -> None:
+    """The reverse of `copyto(destination, source)`: the destination's adjoint goes to
+    the source's (where it has one) and is zeroed (its earlier contents did not count)."""
+    if shadow is None:
+        return
+    backend = kk.get_backend(shadow)
+    flat = shadow.reshape(-1)
+    n = flat.shape[0]
+    if source_shadow is None:
+        _zero(backend, 256)(flat, ndrange=n)
+    else:
+        _take_adjoint(backend, 256)(source_shadow.reshape(-1), flat, ndrange=n)
+
+
+def _checksum(array) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(kk.to_numpy(array)).tobytes(),
+                           digest_size=16).digest()
+
+
+def written_parameters(launch, args) -> frozenset:
+    """The positions of the parameters the kernel stores into or updates atomically,
+    from its IR for these arguments' types."""
+    kernel, backend = launch.kernel, launch.backend
+    key = (backend, tuple(map(backend.argument_key, args)))
+    cache = kernel.__dict__.setdefault("_written_parameters", {})
+    found = cache.get(key)
+    if found is None:
+        from kernelkit.compiler.driver import target_neutral_module
+        from .jobs import compiler_job_from_backend
+        from .transform.activity import written_arrays
+        job = compiler_job_from_backend(backend, launch, args)
+        function = target_neutral_module(job).kernel
+        written = written_arrays(function)
+        found = cache[key] = frozenset(index for index, param in enumerate(function.params)
+                                       if param in written)
+    return found
+
+
+def _name(program) -> str:
+    return getattr(program, "__name__", type(program).__name__)
+
+
+def record(mode: Mode, program, activities) -> tuple[Recording, object]:
+    """The recording of one run of `program` (in reverse mode, with each launch's
+    augmented forward run and taped), and what the program returned."""
+    recording = Recording(mode, program, activities)
+    WRITE_OBSERVERS.append(recording.host_write)
+    try:
+        with observe_launches(recording.observe):
+            result = program(*recording.arguments)
+    finally:
+        WRITE_OBSERVERS.remove(recording.host_write)
+    recording.check_readers()
+    return recording, result
+
+
+def autodiff_program(mode: Mode, program, *activities):
+    """`autodiff(mode, program, *activities)` of a Python program: in reverse mode one
+    entry per argument (an Active scalar's derivative, as a float; None for the others),
+    the `Duplicated` shadows holding the adjoints of the arrays' initial contents as for a
+    launch; in forward mode (), the tangents in the shadows."""
+    if mode not in (Mode.FORWARD, Mode.REVERSE):
+        raise KernelkitError(f"autodiff of a program takes Forward or Reverse, not {mode!r}")
+    recording, _ = record(mode, program, activities)
+    if mode is Mode.FORWARD:
+        return ()
+    recording.reverse()
+    return tuple(recording.derivatives.get(id(argument)) if isinstance(argument, _Traced)
+                 else None for argument in recording.arguments)
+
+
+def gradient(program, argnums=0):
+    """`grad = gradient(program, argnums=0)`: `grad(*args)` is the gradient of the
+    program's result, a one-element float array (a loss), with respect to its arguments
+    `argnums` (an int, or a tuple of them), as `jax.grad` gives it: an array (the shape
+    and dtype of the argument's) for an array, a float for a number. The program runs
+    once forward, then its launches in reverse."""
+    single = isinstance(argnums, numbers.Integral)
+    positions = (argnums,) if single else tuple(argnums)
+
+    def grad(*args):
+        activities, shadows = [], {}
+        for position, value in enumerate(args):
+            if position not in positions:
+                activities.append(Const(value))
+            elif _is_array(value):
+                shadows[position] = kk.zeros(kk.get_backend(value), value.dtype,
+                                             np.shape(value))
+                activities.append(Duplicated(value, shadows[position]))
+            else:
+                activities.append(Active(value))
+        recording, loss = record(Mode.REVERSE, program, activities)
+        shadow = recording.shadow_of(loss) if _is_array(loss) else None
+        if shadow is None or math.prod(np.shape(loss)) != 1:
+            raise KernelkitError(
+                f"gradient of '{_name(program)}': the program must return a one-element "
+                f"float array that its launches compute from the arguments {positions}, "
+                f"not {type(loss).__name__}" + (f" of shape {np.shape(loss)}"
+                                                if _is_array(loss) else ""))
+        backend = kk.get_backend(loss)
+        backend.copyto(shadow, kk.to_backend(backend, np.ones(np.shape(loss),
+                                                              np.dtype(loss.dtype))))
+        recording.reverse()
+        results = [shadows[p] if p in shadows else
+                   recording.derivatives[id(recording.arguments[p])] for p in positions]
+        return results[0] if single else tuple(results)
+
+    grad.__name__ = f"gradient_of_{_name(program)}"
+    return grad
+
+
+def is_program(launch) -> bool:
+    """Whether `autodiff` was given a Python program rather than a launch function."""
+    return callable(launch) and not (hasattr(launch, "kernel") and hasattr(launch, "backend"))
