@@ -22,7 +22,8 @@
   functions (`sqrt`, `exp` ..., also usable on the host); `Const` for read-only parameters;
   small vectors and matrices: `vec2`, `vec3`, `vec4`, `mat22`, `mat33`, `mat44` with `dot`,
   `cross`, `length`, `normalize`, `transpose`, `determinant`, `inverse`, `trace`, `diag`,
-  `identity`, `outer`, `skew`, `ddot`, `load_vec3` ..., `load_mat33` ..., `store`.
+  `identity`, `outer`, `skew`, `ddot`, `load_vec3` ..., `load_mat33` ..., `store`; the
+  decompositions of 3x3 matrices `svd3`, `qr3`, `eig3` (also usable on the host).
 - Helpers, inside kernels and on the host: `clamp`, `lerp`, `sign`; the scalar functions
   `bitcast`, `round` (half to even), `frac`, `step`, `nonzero`, `smoothstep`, `erfinv`,
   `erfcinv`; and counter-based random numbers, the same on every backend:
@@ -54,6 +55,7 @@ from .lang.intrinsics import (Cartesian, Const, Global, Group, Linear, Local, NT
 from .lang.intrinsics import print_ as print  # noqa: A001,F401 - kk.print mirrors print
 from .lang import random  # noqa: F401 - the submodule: kk.random.uniform, ...
 from .lang.helpers import clamp, lerp, sign
+from .lang.decompositions import eig3, qr3, svd3
 from .lang.scalars import (bitcast, erfcinv, erfinv, frac, nonzero, smoothstep,  # noqa: F401
                            step)
 from .lang.scalars import round  # noqa: A004,F401 - kk.round, as Warp names it
@@ -83,8 +85,8 @@ __all__ = [
     "groupsize", "ngroups", "ndrange", "localmem", "private", "synchronize",
     "synchronize_any", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and_",
     "atomic_or_", "atomic_xor", "atomic_exchange", "atomic_cas", "deferred", "Const",
-    *_MATH_FUNCTIONS, *_VECTORS, "clamp", "lerp", "sign", "bitcast", "frac", "step",
-    "nonzero", "smoothstep", "erfinv", "erfcinv",
+    *_MATH_FUNCTIONS, *_VECTORS, "svd3", "qr3", "eig3", "clamp", "lerp", "sign", "bitcast",
+    "frac", "step", "nonzero", "smoothstep", "erfinv", "erfcinv",
     # arrays
     "allocate", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "to_backend", "to_numpy", "copyto",

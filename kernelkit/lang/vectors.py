@@ -2,7 +2,8 @@
 `kk.mat44`, and what kernels do with them (`kk.dot`, `kk.cross`, `kk.length`,
 `kk.normalize`, `kk.transpose`, the linear algebra of `kk.determinant`, `kk.inverse`,
 `kk.trace`, `kk.diag`, `kk.identity`, `kk.outer`, `kk.skew`, `kk.ddot`, and
-`kk.load_vec3`, `kk.store` ...).
+`kk.load_vec3`, `kk.store` ...). The decompositions of 3x3 matrices (`kk.svd3`, `kk.qr3`,
+`kk.eig3`) are device functions written with these, in `decompositions`.
 
     @kk.kernel
     def rotate(points, R: kk.Const):
