@@ -38,7 +38,8 @@ from kernelkit.analysis.loops import counted_loop, natural_loops
 from kernelkit.analysis.uniformity import varying_values
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ASSUME, ATOMICS, BARRIER, BARRIER_ANY, COMPARISONS, CONST,
+from kernelkit.ir.definitions import (ASSUME, ATOMICS, BARRIER, BARRIER_ANY, CBR, COMPARISONS,
+                                      CONST,
                                       LOAD, LOCAL_ID, LOCALMEM, PRINT, PRIVATE, RET, STORE,
                                       Trait)
 from kernelkit.ir.function import Block, Function, Module
@@ -111,8 +112,10 @@ class Reverse:
         self.computed_counters: dict = {}   # exit block -> [(header, builds its counter)]
         self.globals_known: dict[Value, bool] = {}    # `is_global`'s answers
         self.find_counted_loops()
+        self.decided_edges = self.find_decided_edges()
         self.plan.edge_numbers = {block: edges for block, edges in predecessors.items()
-                                  if len(edges) > 1 and block not in self.plan.counted}
+                                  if len(edges) > 1 and block not in self.plan.counted
+                                  and block not in self.decided_edges}
         self.local_adjoints = self.find_local_values()
         self.cells: dict[T.ScalarType, Op] = {}
         self.slots: dict[Value, tuple[Op, int]] = {}
@@ -164,6 +167,41 @@ class Reverse:
                     self.plan.counters.setdefault(exit_block, []).append(header)
                 else:
                     self.computed_counters.setdefault(exit_block, []).append((header, last))
+
+    def find_decided_edges(self) -> dict:
+        """Join blocks whose reverse works out which way the forward came in instead of
+        popping it: two edges in, told apart by a branch on a value the same everywhere
+        in the kernel (a guard on the work-item's position, `if 0 < i < n - 1:`), each
+        edge reached through one side of that branch only. block -> (the condition, the
+        edge taken where it holds, the other). A kernel whose only records were such
+        choices tapes nothing."""
+        idom = immediate_dominators(self.order, {b: [p for p, _ in edges] for b, edges in
+                                                 self.predecessors.items()})
+        found = {}
+        for block, edges in self.predecessors.items():
+            decider = idom.get(block)
+            if len(edges) != 2 or block in self.plan.counted or decider is None:
+                continue
+            branch = decider.terminator
+            if branch.definition is not CBR or not self.is_global(branch.operands[0]):
+                continue
+            sides = [self.side_of(edge, decider, branch, idom) for edge in edges]
+            if sorted(sides, key=str) != [0, 1]:
+                continue
+            found[block] = (branch.operands[0], edges[sides.index(0)], edges[sides.index(1)])
+        return found
+
+    def side_of(self, edge, decider: Block, branch: Op, idom) -> int | None:
+        """Which successor of `decider`'s branch (0 where the condition holds) every path
+        along `edge` went through, or None."""
+        predecessor, position = edge
+        if predecessor is decider:
+            return position
+        for index, successor in enumerate(branch.successors):
+            start = successor.block
+            if len(self.predecessors[start]) == 1 and dominates(idom, start, predecessor):
+                return index
+        return None
 
     def last_counter(self, counted, step: int):
         """How to compute, in the reverse kernel, the value a counted loop's counter has
@@ -321,15 +359,17 @@ class Reverse:
                                            T.int64) for s in (FLOATS, INTEGERS)))
         b.br(self.prologue)
 
-    def dispatch(self, choices: list, target, transfer) -> None:
+    def dispatch(self, choices: list, target, transfer, number: Value | None = None) -> None:
         """At the builder's block: go to `target(choice)` for the choice the forward
-        pushed (popped here when there are several), after `transfer(choice)`."""
+        pushed (popped here when there are several, unless its `number` is given), after
+        `transfer(choice)`."""
         b = self.b
         if len(choices) == 1:
             transfer(choices[0])
             b.br(target(choices[0]))
             return
-        number = self.stack().pop(T.int64)
+        if number is None:
+            number = self.stack().pop(T.int64)
         for position, choice in enumerate(choices):
             arm = b.new_block()
             if position == len(choices) - 1:
@@ -402,6 +442,12 @@ class Reverse:
                 b.op(STORE, [self.counter_cell, self.counter_index(header), last()])
             if block in self.plan.counted:
                 self.count_back(self.plan.counted[block], transfer)
+            elif block in self.decided_edges:
+                condition, when_true, when_false = self.decided_edges[block]
+                number = b.select(self.primal(condition), b.constant(0, T.int64),
+                                  b.constant(1, T.int64))
+                self.dispatch([when_true, when_false], lambda edge: self.headers[edge[0]],
+                              transfer, number)
             else:
                 self.dispatch(self.predecessors[block], lambda edge: self.headers[edge[0]],
                               transfer)

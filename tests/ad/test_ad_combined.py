@@ -225,3 +225,13 @@ def test_a_loop_left_by_break_still_tapes_where_it_ended(backend):
             expected[k] += dy[i] * 2.0 * x[k]
     np.testing.assert_allclose(kk.to_numpy(arrays[3]), expected, rtol=1e-12, atol=1e-12)
     assert not np.any(kk.to_numpy(arrays[1]))
+
+
+def test_a_guard_on_what_the_kernel_never_writes_is_not_taped(backend):
+    """Which way `if x[i] > 0.0:` went, x never written, the reverse works out again;
+    only the overwritten y[i] is taped."""
+    n = 64
+    arguments = tuple(kk.to_backend(backend, np.ones(n)) for _ in range(2))
+    job = compiler_job_from_backend(backend, guarded(backend, WORKGROUP), arguments)
+    record = tape_type(job, ReverseSplit, (Duplicated, Duplicated), arguments=arguments)
+    assert record["tape_integers"].shape == (0,) and record["tape_floats"].shape == (1,)
