@@ -104,12 +104,11 @@ import numpy as np
 
 import kernelkit as kk
 from enzyme_ext import Const, Duplicated, Forward, Reverse, autodiff
-from kernelkit.errors import KernelkitError, RaceError
-from kernelkit.fuzz.__main__ import describe_case, parse_seeds
+from kernelkit.errors import CompileOnlyError, KernelkitError, RaceError
 from kernelkit.fuzz.generator import (HEADER, ArraySpec, Case, Generator, Options, ScalarSpec,
                                       Var, apply_view, generate, typed)
 from kernelkit.fuzz.runner import TOLERANCE, Outcome, compare, make_backends
-from kernelkit.fuzz.workers import run_seeds_in_workers
+from kernelkit.fuzz.workers import parse_seeds, run_seeds_in_workers
 
 FAILURES = ("mismatch", "fd-mismatch", "nonfinite", "primal-mismatch", "shadow-outside-view",
             "race", "aliasing-not-refused", "sharing-refused", "backend-mismatch",
@@ -619,10 +618,6 @@ def _describe(error: BaseException, traceback_: bool) -> str:
     return text
 
 
-def _is_compile_only(error: BaseException) -> bool:
-    return type(error).__name__ == "CompileOnlyError"
-
-
 def check_case(case, backend, details: list | None = None) -> Outcome:
     """The outcome of one case on `backend` (details, if a list, receives lines telling
     what was run and found)."""
@@ -925,7 +920,7 @@ def _check_compiles(case, backend, label: str, cpu: Outcome) -> Outcome:
             try:
                 runs.differentiate(mode, shadow_bases)
             except Exception as error:
-                if _is_compile_only(error):
+                if isinstance(error, CompileOnlyError):
                     continue
                 kind = classify_error(error)
                 if kind == "refused" and cpu.kind != "refused":
@@ -1098,7 +1093,7 @@ def show(args) -> int:
             lines = [line for line in file.read().splitlines()
                      if line not in HEADER.splitlines()]
             case.module = ast.parse("\n".join(lines))
-    print(describe_case(case))
+    print(case.describe())
     details: list[str] = []
     try:
         cpu = make_cpu(args.races)

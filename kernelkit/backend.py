@@ -37,6 +37,14 @@ class Backend:
         return None
 
     @classmethod
+    def compile_only_stand_in(cls) -> Backend | None:
+        """A backend that compiles kernels as this one would but runs none (its launches
+        compile the kernel and raise `CompileOnlyError`): what a test suite or a fuzzer
+        checks where this backend cannot run. None where there is no such backend, or it
+        cannot compile here either."""
+        return None
+
+    @classmethod
     def backend_of(cls, array) -> Backend | None:
         """The backend instance that owns `array`, if it is an array of this backend."""
         return None

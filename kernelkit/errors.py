@@ -79,6 +79,11 @@ class BackendError(KernelkitError):
     """A backend cannot be used or cannot do what was asked."""
 
 
+class CompileOnlyError(BackendError):
+    """A launch on a compile-only backend (such as a backend's
+    `Backend.compile_only_stand_in()`): the kernel was compiled, not run."""
+
+
 class RaceError(SourceError):
     """Two work-items of one launch touched one array element, at least one of them
     writing, with no barrier ordering them and not both atomically (found by the CPU's

@@ -51,14 +51,6 @@ def untyped(address: int, typed, restype=None):
 
 _C_API = ("PyBytes_AsString", "PyLong_AsLongLong", "PyLong_FromLongLong", "PyErr_Occurred",
           "PyErr_BadArgument", "PyEval_SaveThread", "PyEval_RestoreThread")
-_METH_FASTCALL = 0x0080
-
-
-class _MethodDef(ctypes.Structure):
-    """CPython's `PyMethodDef`."""
-
-    _fields_ = [("name", ctypes.c_char_p), ("function", ctypes.c_void_p),
-                ("flags", ctypes.c_int), ("doc", ctypes.c_char_p)]
 
 
 def _c_api() -> dict[str, int] | None:
@@ -136,14 +128,9 @@ declare void @PyEval_RestoreThread(ptr)
 """
 """The C API functions `fast_call_source`'s wrappers call, declared once per module."""
 
-_definitions: list[_MethodDef] = []   # a builtin keeps the address of its definition
-
 
 def fast_call_function(address: int, name: str):
     """The builtin function whose METH_FASTCALL code (`fast_call_source`) is at
     `address`."""
-    definition = _MethodDef(name.encode(), address, _METH_FASTCALL, None)
-    _definitions.append(definition)
-    new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p,
-                            ctypes.c_void_p)(C_API["PyCFunction_NewEx"])
-    return new(ctypes.addressof(definition), None, None)   # (no self, no module)
+    from kernelkit.compiler.native import METH_FASTCALL, builtin_function
+    return builtin_function(address, name, METH_FASTCALL)

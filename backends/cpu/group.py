@@ -30,8 +30,8 @@ from kernelkit.compiler.launch_record import EntryPointBuilder, LaunchRecord
 from kernelkit.compiler.llvm_types import ArrayValue, i1, i8, i32, i64, llvm_type, memory_type, ptr
 from kernelkit.compiler.lowering import BodyLowering, assume
 from kernelkit.compiler.printf import printf_arguments
-from kernelkit.ir.definitions import (ASSUME, BARRIER_ANY, BR, CBR, GROUP_ID, LOCAL_ID, PRIVATE,
-                                      RET, Trait)
+from kernelkit.ir.definitions import (ADD, ARITHMETIC, ASSUME, BARRIER_ANY, BR, CBR, COMPARISONS,
+                                      GROUP_ID, LOCAL_ID, MUL, PRIVATE, RET, Trait)
 from kernelkit.ir import types as T
 from kernelkit.ir.ops import Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
@@ -66,10 +66,10 @@ def _first_item_axes(condition) -> set | None:
     each of them is), or such tests and-ed; None for any other condition."""
     if not isinstance(condition, Op):
         return None
-    if condition.opcode == "and":
+    if condition.definition is ARITHMETIC["and"]:
         axes = [_first_item_axes(operand) for operand in condition.operands]
         return None if None in axes else set().union(*axes)
-    if condition.opcode != "eq":
+    if condition.definition is not COMPARISONS["eq"]:
         return None
     left, right = condition.operands
     if _constant(left) == 0:
@@ -84,10 +84,10 @@ def _local_axes(value) -> set | None:
         return None
     if value.definition is LOCAL_ID:
         return {value.attrs["axis"]}
-    if value.opcode == "add":
+    if value.definition is ADD:
         axes = [_local_axes(operand) for operand in value.operands]
         return None if None in axes else set().union(*axes)
-    if value.opcode == "mul":
+    if value.definition is MUL:
         first, second = value.operands
         if _constant(first) is not None:
             first, second = second, first
@@ -692,10 +692,11 @@ class GroupFunctionBuilder(EntryPointBuilder):
         if any(not op.is_pure or self.is_demoted(op) for op in block.ops[:-1]):
             return None
         condition = terminator.operands[0]
-        if not isinstance(condition, Op) or condition.opcode not in ("lt", "gt"):
+        if not isinstance(condition, Op) or \
+                condition.definition not in (COMPARISONS["lt"], COMPARISONS["gt"]):
             return None
         local, bound = condition.operands
-        if condition.opcode == "gt":
+        if condition.definition is COMPARISONS["gt"]:
             local, bound = bound, local
         if not (isinstance(local, Op) and local.definition is LOCAL_ID) or \
                 bound in self.plan.varying or not bound.type.is_integer:

@@ -37,7 +37,9 @@ from llvmlite import ir
 
 from kernelkit.compiler.llvm_types import i1, i64
 from kernelkit.ir import types as T
-from kernelkit.ir.definitions import ARITHMETIC, CAST, COMPARISONS, CONST, LOCAL_ID, SELECT, UNARY
+from kernelkit.ir.builder import SWAPPED_COMPARISONS
+from kernelkit.ir.definitions import (ARITHMETIC, CAST, COMPARISONS, CONST, LOCAL_ID, SELECT,
+                                      UNARY, OpDefinition)
 from kernelkit.ir.function import Function
 from kernelkit.ir.ops import Op, Value
 from kernelkit.passes.guard_versioning import INDEX_ARITHMETIC
@@ -47,9 +49,11 @@ MOST_COMPARISONS = 8
 instructions per row)."""
 
 _WIDE = ir.IntType(128)   # the points are computed without overflow in 128 bits
-# The predicate with its operands swapped, for a comparison whose right side moves.
-_MIRRORED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
-_ORDERED = {COMPARISONS[name] for name in _MIRRORED}
+# The comparison with its operands swapped, for a comparison whose right side moves.
+_MIRRORED = {COMPARISONS[name]: COMPARISONS[swapped]
+             for name, swapped in SWAPPED_COMPARISONS.items()}
+_ORDERED = set(_MIRRORED)
+EQ, NE, LT, LE, GT, GE = (COMPARISONS[name] for name in ("eq", "ne", "lt", "le", "gt", "ge"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +89,7 @@ def row_comparisons(function: Function, axis: int) -> tuple[RowComparison, ...]:
         if left_slope is None or right_slope is None or \
                 sorted((abs(left_slope), abs(right_slope))) != [0, 1]:
             continue
-        predicate = op.opcode
+        predicate = op.definition
         moving, fixed, slope = left, right, left_slope
         if right_slope:
             moving, fixed, slope, predicate = right, left, right_slope, _MIRRORED[predicate]
@@ -124,9 +128,9 @@ def row_split(function: Function, axis: int) -> RowSplit | None:
         return None
     # == predicts false and != true; each ordering comparison, in turn, the value with
     # which more of the kernel can run.
-    predicted = [comparison.op.opcode != "eq" for comparison in comparisons]
+    predicted = [comparison.op.definition is not EQ for comparison in comparisons]
     for index, comparison in enumerate(comparisons):
-        if comparison.op.opcode in ("eq", "ne"):
+        if comparison.op.definition in (EQ, NE):
             continue
         flipped = list(predicted)
         flipped[index] = not flipped[index]
@@ -212,14 +216,15 @@ def _boolean(op: Op, known: dict):
     return _VARIES
 
 
-def _offsets(predicate: str, slope: int) -> tuple:
+def _offsets(predicate: OpDefinition, slope: int) -> tuple:
     """Where, relative to the local id at which moving == fixed, `moving <predicate>
-    fixed` may change its value (see `RowComparison`)."""
-    if predicate in ("eq", "ne"):
+    fixed` may change its value (see `RowComparison`); `predicate` is a comparison's
+    definition."""
+    if predicate in (EQ, NE):
         return (0, 1)
     # moving - fixed = D + l (slope 1): < and >= change at l = -D, <= and > at l = 1 - D;
     # D - l (slope -1): <= and > at l = D, < and >= at l = D + 1.
-    late = predicate in ("le", "gt") if slope == 1 else predicate in ("lt", "ge")
+    late = predicate in (LE, GT) if slope == 1 else predicate in (LT, GE)
     return (1,) if late else (0,)
 
 

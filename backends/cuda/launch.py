@@ -13,18 +13,18 @@ newer, `thread.py`) is launched through cuLaunchKernelEx with programmatic strea
 serialization: its CUlaunchConfig is made on the native function's stack, and the
 attribute it points at is kept in the block.
 
-The builtin is a CPython function object (`PyCFunction_NewEx`) whose C function is
-compiled here from LLVM IR (`kernelkit.compiler.native`), bound to the block (a bytes
-object it keeps alive); calling it costs what calling any builtin with one argument
-costs. It lets go of the GIL during the driver call, as cuda-python does: a launch may
-wait for room in the driver's queue, and what frees it may need the GIL (another
-library's host callback on a stream ours waits for)."""
+The builtin is a CPython function object whose C function is compiled here from LLVM IR
+(`kernelkit.compiler.native`'s `host_functions` and `builtin_function`), bound to the
+block (a bytes object it keeps alive); calling it costs what calling any builtin with one
+argument costs. It lets go of the GIL during the driver call, as cuda-python does: a
+launch may wait for room in the driver's queue, and what frees it may need the GIL
+(another library's host callback on a stream ours waits for)."""
 from __future__ import annotations
 
-import ctypes
 import functools
 import struct
 
+from kernelkit.compiler.native import METH_O, builtin_function, host_functions, python_api
 from kernelkit.errors import BackendError
 
 from .driver import check, cuda_driver
@@ -137,24 +137,13 @@ done:
 """
 
 
-class _MethodDef(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("function", ctypes.c_void_p),
-                ("flags", ctypes.c_int), ("doc", ctypes.c_char_p)]
-
-
-_METH_O = 0x0008
-
-
 @functools.lru_cache(maxsize=1)
-def _definition() -> _MethodDef:
-    """The method definition every launch builtin shares (kept for the process's life)."""
-    from kernelkit.compiler.native import host_functions, python_api
+def _launch_code() -> int:
+    """The address of `kk_cuda_launch`, which every launch builtin calls."""
     address = host_functions(_NATIVE, python_api("PyLong_FromLong", "PyBytes_AsString",
                                                  "PyBytes_Size", "PyEval_SaveThread",
                                                  "PyEval_RestoreThread"))
-    return _MethodDef(b"launch", address["kk_cuda_launch"], _METH_O,
-                      b"go(packed) -> CUresult: launch the kernel over the grid and with "
-                      b"the launch record that `packed` holds.")
+    return address["kk_cuda_launch"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -166,11 +155,6 @@ def _driver_function(name: str) -> int:
     if not address:
         raise BackendError(f"the CUDA driver gave no address for {name}")
     return int(address)
-
-
-_new_function = ctypes.pythonapi.PyCFunction_NewEx
-_new_function.restype = ctypes.py_object
-_new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
 
 
 class LaunchBlock:
@@ -189,4 +173,6 @@ class LaunchBlock:
         # builtin lives.
         self.block = BLOCK.pack(driver, int(function), stream, *block, 0, size,
                                 len(attributes)) + b"".join(attributes)
-        self.go = _new_function(ctypes.addressof(_definition()), self.block, None)
+        self.go = builtin_function(_launch_code(), "launch", METH_O, bound=self.block,
+                                   doc="go(packed) -> CUresult: launch the kernel over the "
+                                       "grid and with the launch record that `packed` holds.")

@@ -33,7 +33,7 @@ import numpy as np
 
 from kernelkit.backend import Backend
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
-from kernelkit.errors import BackendError, LaunchError
+from kernelkit.errors import BackendError, CompileOnlyError, LaunchError
 from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
                                          numpy_argument_type, packing_function,
@@ -60,9 +60,10 @@ _CUDA_ACCEPTS = ("GPU arrays (kk.to_backend, CuPy, PyTorch), Python or NumPy sca
                  "frozen dataclasses and tuples of scalars")
 
 
-class CompileOnlyError(BackendError):
-    """A launch on a compile-only CUDA backend: the kernel was compiled, not run."""
-
+STAND_IN_ARCHS = ("sm_80", "sm_90")
+"""The architectures the compile-only stand-in (`compile_only_stand_in`) compiles each
+kernel for, to a cubin each: where there is no GPU, every kernel is still checked for
+at least two."""
 
 _NO_GPU_HINT = "CUDABackend.compile_only('sm_90') compiles kernels without a GPU"
 
@@ -209,6 +210,13 @@ class CUDABackend(Backend):
         """A backend that compiles kernels for `arch` (and each of `more_archs`) without a
         GPU or a driver."""
         return CompileOnlyCUDA((arch, *more_archs), debug)
+
+    @classmethod
+    def compile_only_stand_in(cls) -> CompileOnlyCUDA | None:
+        """`compile_only(*STAND_IN_ARCHS)`, where cubins can be made and libdevice linked."""
+        if compile_only_unavailable_reason() is not None:
+            return None
+        return cls.compile_only(*STAND_IN_ARCHS)
 
     @classmethod
     def backend_of(cls, array):

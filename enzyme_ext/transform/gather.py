@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ATOMICS, BARRIER, GROUP_ID, LOAD, LOCAL_ID, NDRANGE, STORE,
-                                      Trait)
+from kernelkit.ir.definitions import (ADD, ATOMICS, BARRIER, GROUP_ID, LOAD, LOCAL_ID, NDRANGE,
+                                      STORE, SUB, Trait)
 from kernelkit.ir.function import Block, Function
-from kernelkit.ir.ops import Op, Value, constant_value
+from kernelkit.ir.ops import Op, Value, constant_value, is_op
 
 from ..signature import GATHER
 from .positions import global_axis
@@ -98,10 +98,10 @@ def _position_plus_constant(value: Value, workgroupsize) -> tuple[int, int] | No
     axis = global_axis(value, workgroupsize)
     if axis is not None:
         return axis, 0
-    if not isinstance(value, Op) or value.opcode not in ("add", "sub"):
+    if not (is_op(value, ADD) or is_op(value, SUB)):
         return None
     left, right = value.operands
-    if value.opcode == "add" and isinstance(constant_value(left), int):
+    if is_op(value, ADD) and isinstance(constant_value(left), int):
         left, right = right, left
     constant = constant_value(right)
     if not isinstance(constant, int) or isinstance(constant, bool):
@@ -109,7 +109,7 @@ def _position_plus_constant(value: Value, workgroupsize) -> tuple[int, int] | No
     inner = _position_plus_constant(left, workgroupsize)
     if inner is None:
         return None
-    return inner[0], inner[1] + (constant if value.opcode == "add" else -constant)
+    return inner[0], inner[1] + (constant if is_op(value, ADD) else -constant)
 
 
 def _computation(value: Value, entry: Block, position: dict) -> list[Op] | None:

@@ -1,73 +1,15 @@
-"""Dominance: which blocks every path from the entry passes on its way to a block
-(dominators), and which every path from a block passes on its way out of the function
-(post-dominators). One algorithm serves both, Cooper, Harvey and Kennedy's iterative one,
-which works on any graph: post-dominators are dominators of the reversed control-flow
-graph, and a caller may pass a graph of its own (the blocks of one barrier region)."""
+"""Dominance as passes and analyses ask for it: the dominator tree, and post-dominators
+(which blocks every path from a block passes on its way out of the function, the
+dominators of the reversed control-flow graph). The dominator algorithm itself is the
+IR's (`kernelkit.ir.dominance`, which the verifier needs); its functions are named here
+too, so that passes take all of dominance from one module."""
 from __future__ import annotations
 
+from ..ir.dominance import block_dominators, dominates, immediate_dominators, reverse_post_order
 from ..ir.function import Block, Function
 
-
-def reverse_post_order(root, successors) -> list:
-    """The nodes reachable from `root` (through `successors(node)`), in reverse post-order:
-    each node before those it dominates."""
-    seen, order = {root}, []
-    stack = [(root, iter(successors(root)))]
-    while stack:
-        node, following = stack[-1]
-        for successor in following:
-            if successor not in seen:
-                seen.add(successor)
-                stack.append((successor, iter(successors(successor))))
-                break
-        else:
-            stack.pop()
-            order.append(node)
-    order.reverse()
-    return order
-
-
-def immediate_dominators(order: list, predecessors: dict) -> dict:
-    """`order`: the nodes in reverse post-order from the root (order[0]); returns each
-    reachable node's immediate dominator (the root's is itself)."""
-    position = {node: index for index, node in enumerate(order)}
-    idom = {order[0]: order[0]}
-    changed = True
-    while changed:
-        changed = False
-        for node in order[1:]:
-            candidates = [p for p in predecessors.get(node, ()) if p in idom]
-            if not candidates:
-                continue
-            new = candidates[0]
-            for other in candidates[1:]:
-                a, b = new, other
-                while a is not b:
-                    while position[a] > position[b]:
-                        a = idom[a]
-                    while position[b] > position[a]:
-                        b = idom[b]
-                new = a
-            if idom.get(node) is not new:
-                idom[node] = new
-                changed = True
-    return idom
-
-
-def dominates(idom: dict, a, b) -> bool:
-    """Whether `a` dominates `b` in the tree `idom` (from immediate_dominators); False
-    when `b` is not in the tree (unreachable)."""
-    while b is not a:
-        if b not in idom or idom[b] is b:
-            return False
-        b = idom[b]
-    return True
-
-
-def block_dominators(function: Function) -> dict[Block, Block]:
-    """The immediate dominator of each block reachable from the entry (the entry's is
-    itself)."""
-    return immediate_dominators(function.reachable_blocks(), function.predecessors())
+__all__ = ["reverse_post_order", "immediate_dominators", "dominates", "block_dominators",
+           "dominator_tree", "post_dominators"]
 
 
 def dominator_tree(function: Function) -> dict[Block, list[Block]]:
@@ -92,19 +34,6 @@ def post_dominators(function: Function) -> dict[Block, Block | None]:
     for block in blocks:
         for successor in successors[block]:
             predecessors.setdefault(successor, []).append(block)
-    # Reverse post-order of the reversed graph, from the exit.
-    order, seen = [], {exit_node}
-    stack = [(exit_node, iter(predecessors[exit_node]))]
-    while stack:
-        node, following = stack[-1]
-        for next_node in following:
-            if next_node not in seen:
-                seen.add(next_node)
-                stack.append((next_node, iter(predecessors[next_node])))
-                break
-        else:
-            stack.pop()
-            order.append(node)
-    order.reverse()
+    order = reverse_post_order(exit_node, predecessors.__getitem__)   # of the reversed graph
     ipdom = immediate_dominators(order, successors)
     return {b: (None if ipdom.get(b) is exit_node else ipdom.get(b)) for b in blocks}

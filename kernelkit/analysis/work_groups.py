@@ -11,7 +11,7 @@ kernel a plugin transformed as observing them: its transform may have built code
 group shape.)"""
 from __future__ import annotations
 
-from ..ir.definitions import BARRIER, BARRIER_ANY, GROUP_ID, LOCAL_ID, LOCALMEM
+from ..ir.definitions import ADD, BARRIER, BARRIER_ANY, GROUP_ID, LOCAL_ID, LOCALMEM, MUL
 from ..ir.function import Module
 from ..ir.ops import Op, constant_value, is_op
 
@@ -42,16 +42,16 @@ def _in_global_index(position: Op, user: Op, workgroupsize, users: dict) -> bool
     axis = position.attrs["axis"]
     if is_op(position, LOCAL_ID):
         return _global_index(user, axis, workgroupsize)
-    if user.opcode != "mul" or constant_value(_other(user, position)) != workgroupsize[axis]:
+    if not is_op(user, MUL) or constant_value(_other(user, position)) != workgroupsize[axis]:
         return False
     return all(_global_index(add, axis, workgroupsize) for add in users.get(user, []))
 
 
 def _global_index(add: Op, axis: int, workgroupsize) -> bool:
-    if add.opcode != "add":
+    if not is_op(add, ADD):
         return False
     local = [v for v in add.operands if is_op(v, LOCAL_ID)]
-    product = [v for v in add.operands if isinstance(v, Op) and v.opcode == "mul"]
+    product = [v for v in add.operands if is_op(v, MUL)]
     return len(local) == 1 and len(product) == 1 and local[0].attrs["axis"] == axis and \
         any(is_op(v, GROUP_ID) and v.attrs["axis"] == axis for v in product[0].operands) \
         and workgroupsize[axis] in [constant_value(v) for v in product[0].operands]

@@ -10,10 +10,14 @@ interpreter's finalization: a library may call it from its own exit handlers.
 The object code is kept in the disk cache with the kernels (`cache.py`), keyed by the IR
 text and LLVM's version and target: compiling it costs a process about 10 ms, loading it
 well under one. The addresses of `symbols` are bound when the object is loaded, so the
-object code is the same in every process."""
+object code is the same in every process.
+
+`builtin_function(address, name, flags)` makes such a function a CPython builtin, which
+Python code calls with no conversion of its arguments (the backends' launch calls)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import threading
 
@@ -79,3 +83,53 @@ def python_api(*names: str) -> dict[str, int]:
     """The addresses of CPython C-API functions, for `symbols`."""
     return {name: ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
             for name in names}
+
+
+# -- CPython builtins from native code ---------------------------------------------------
+#
+# A builtin function (`PyCFunction_NewEx`) calls its C function with no conversion of its
+# arguments at all: the cheapest call a Python caller can make into native code, for
+# calls made on every launch.
+
+METH_O = 0x0008
+"""A builtin of one argument: its C function is `PyObject *f(PyObject *self, PyObject *arg)`."""
+METH_FASTCALL = 0x0080
+"""A builtin of CPython's vectorcall protocol: its C function is
+`PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t count)`."""
+
+
+class _MethodDefinition(ctypes.Structure):
+    """CPython's `PyMethodDef`."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("function", ctypes.c_void_p),
+                ("flags", ctypes.c_int), ("doc", ctypes.c_char_p)]
+
+
+# A builtin keeps the address of its definition, not the definition: each is kept here
+# for the life of the process, one per native function and name.
+_method_definitions: dict[tuple, _MethodDefinition] = {}
+
+
+def builtin_function(address: int, name: str, flags: int, bound: object = None,
+                     doc: str | None = None):
+    """The CPython builtin function `name` whose C function is the native code at
+    `address` (`host_functions`), called as `flags` says (`METH_O`, `METH_FASTCALL`);
+    `bound`, if given, is the `self` it passes (the builtin keeps it alive). CPython
+    only."""
+    key = (address, name, flags, doc)
+    with _lock:
+        definition = _method_definitions.get(key)
+        if definition is None:
+            definition = _method_definitions[key] = _MethodDefinition(
+                name.encode(), address, flags, None if doc is None else doc.encode())
+    new = _new_function(ctypes.c_void_p if bound is None else ctypes.py_object)
+    return new(ctypes.addressof(definition), bound, None)   # (None: NULL, no module)
+
+
+@functools.cache
+def _new_function(self_type):
+    """CPython's `PyCFunction_NewEx(definition, self, module)`, its `self` passed as
+    `self_type` (`c_void_p`: None is NULL)."""
+    address = python_api("PyCFunction_NewEx")["PyCFunction_NewEx"]
+    return ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, self_type,
+                             ctypes.c_void_p)(address)

@@ -19,22 +19,13 @@ from collections import Counter
 
 from .generator import Options, generate
 from .runner import Outcome
-from .workers import run_seeds_in_workers
-
-
-def parse_seeds(text: str) -> list[int]:
-    seeds = []
-    for part in text.split(","):
-        if ":" in part:
-            start, stop = part.split(":")
-            seeds += range(int(start), int(stop))
-        else:
-            seeds.append(int(part))
-    return seeds
+from .workers import parse_seeds, run_seeds_in_workers
 
 
 def backend_names(text: str) -> list[str]:
-    return ["cpu", "cuda"] if text == "all" else text.split(",")
+    """The backends `--backend` names: `all` is every installed one."""
+    from kernelkit.backend import backend_names as installed
+    return installed() if text == "all" else text.split(",")
 
 
 def options_from(args) -> Options:
@@ -126,22 +117,7 @@ def run_seeds(args) -> int:
 
 def show(args) -> None:
     case = generate(args.show, options_from(args))
-    print(describe_case(case))
-
-
-def describe_case(case) -> str:
-    from .generator import ArraySpec
-    lines = [case.kernel_source().rstrip(), "", "# launch:"]
-    for param, value in zip(case.params, case.arguments()):
-        if isinstance(param, ArraySpec):
-            view = f"{param.name}_base{param.view}" if param.view else f"{param.name}_base"
-            lines.append(f"#   {param.name} = {view}  # base {param.dtype} {param.base_shape} "
-                         f"({param.role}): {value[0].ravel()[:8].tolist()}...")
-        else:
-            lines.append(f"#   {param.name} = {value!r}")
-    lines.append(f"#   {case.kernel_name}(backend, {case.workgroupsize})"
-                 f"({', '.join(p.name for p in case.params)}, ndrange={case.ndrange})")
-    return "\n".join(lines)
+    print(case.describe())
 
 
 def shrink_seed(args) -> int:
@@ -154,7 +130,7 @@ def shrink_seed(args) -> int:
     case, outcome = result
     print(f"\n# minimal kernel of seed {args.shrink}: {outcome.backend} {outcome.kind}")
     print(f"# {outcome.detail.splitlines()[0] if outcome.detail else ''}")
-    print(describe_case(case))
+    print(case.describe())
     return 1
 
 
@@ -164,7 +140,9 @@ def main(argv=None) -> int:
                                                  "against a plain-Python reference.")
     parser.add_argument("--seeds", default="0:100", help="a:b, or a list a,b,c (default 0:100)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes at once")
-    parser.add_argument("--backend", default="all", help="cpu, cuda or all (default)")
+    parser.add_argument("--backend", default="all",
+                        help="cpu, cuda, several joined by commas, or all (every installed "
+                             "backend, the default)")
     parser.add_argument("--timeout", type=float, default=60,
                         help="seconds a seed may take before it counts as a hang")
     parser.add_argument("--batch", type=int, default=200, help="seeds per worker process")

@@ -104,6 +104,22 @@ class Case:
                 values.append((base, apply_view(base, param.view)))
         return values
 
+    def describe(self) -> str:
+        """The kernel's source, then how it is launched: each argument (an array's base
+        and view, its first values) and the launch line."""
+        lines = [self.kernel_source().rstrip(), "", "# launch:"]
+        for param, value in zip(self.params, self.arguments()):
+            if isinstance(param, ArraySpec):
+                view = f"{param.name}_base{param.view}" if param.view else f"{param.name}_base"
+                lines.append(f"#   {param.name} = {view}  # base {param.dtype} "
+                             f"{param.base_shape} ({param.role}): "
+                             f"{value[0].ravel()[:8].tolist()}...")
+            else:
+                lines.append(f"#   {param.name} = {value!r}")
+        lines.append(f"#   {self.kernel_name}(backend, {self.workgroupsize})"
+                     f"({', '.join(p.name for p in self.params)}, ndrange={self.ndrange})")
+        return "\n".join(lines)
+
     def copy(self) -> "Case":
         clone = copy.copy(self)
         clone.module = copy.deepcopy(self.module)

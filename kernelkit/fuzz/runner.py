@@ -1,8 +1,10 @@
 """Running one case on the backends and judging the outcome.
 
-`Runner` makes each backend once and reuses it for every case: the CPU, and CUDA as a
-GPU where there is one, or else compile-only for sm_80 and sm_90 (the kernel must
-compile to cubins for both; the launch then stops with `CompileOnlyError`). For each
+`Runner` makes each backend once, through kernelkit's backend registry, and reuses it
+for every case: a backend that can run here as it is (the CPU; CUDA where there is a
+GPU), one that cannot as its compile-only stand-in where it has one
+(`Backend.compile_only_stand_in()`: CUDA without a GPU compiles to cubins for sm_80 and
+sm_90, and the launch then stops with `CompileOnlyError`). For each
 case the reference runs first; a kernel the reference refuses (a race, an undefined
 read, a Python error) is the fuzzer's own fault and is reported as `invalid`. Then the
 kernel runs on each backend and gives one `Outcome`:
@@ -57,33 +59,33 @@ def use_private_cache() -> None:
         os.environ["KERNELKIT_CACHE_DIR"] = directory
 
 
-def make_backends(names: list[str]) -> dict:
-    """name -> backend, for those of `names` that can at least compile here."""
-    import kernelkit as kk
+def make_backends(names: list[str] | None = None) -> dict:
+    """label -> backend, for those of the installed backends `names` (None: all of them)
+    that can at least compile here: `name` for one that runs here, `name-compile-only`
+    for the stand-in of one that cannot."""
+    from kernelkit.backend import (backend_class, backend_names, backend_unavailable_reason,
+                                   make_backend)
     backends = {}
-    for name in names:
-        if name == "cpu":
-            backends["cpu"] = kk.CPU()
-        elif name == "cuda":
-            if kk.backend_unavailable_reason("cuda") is None:
-                backends["cuda"] = kk.make_backend("cuda")
-                continue
-            from backends.cuda.runtime import compile_only_unavailable_reason
-            if compile_only_unavailable_reason() is None:
-                from kernelkit.backend import backend_class
-                backends["cuda-compile-only"] = backend_class("cuda").compile_only("sm_80",
-                                                                                    "sm_90")
-        else:
-            raise ValueError(f"unknown backend {name!r} (cpu or cuda)")
+    for name in backend_names() if names is None else names:
+        if name not in backend_names():
+            raise ValueError(f"unknown backend {name!r} (installed: "
+                             f"{', '.join(backend_names())})")
+        if backend_unavailable_reason(name) is None:
+            backends[name] = make_backend(name)
+            continue
+        stand_in = backend_class(name).compile_only_stand_in()
+        if stand_in is not None:
+            backends[f"{name}-compile-only"] = stand_in
     return backends
 
 
 class Runner:
-    """`Runner(["cpu", "cuda"])` makes the backends; `Runner(backends={"cpu": backend})`
-    uses those given."""
+    """`Runner(["cpu", "cuda"])` makes those backends (`Runner()`: every installed one);
+    `Runner(backends={"cpu": backend})` uses those given."""
 
-    def __init__(self, backend_names=("cpu", "cuda"), backends: dict | None = None):
-        self.backends = backends if backends is not None else make_backends(list(backend_names))
+    def __init__(self, backend_names=None, backends: dict | None = None):
+        self.backends = backends if backends is not None else make_backends(
+            None if backend_names is None else list(backend_names))
 
     def run(self, case: Case) -> list[Outcome]:
         expected = case.arguments()
@@ -105,7 +107,7 @@ class Runner:
 
     def run_on(self, name, backend, kernel, case, expected) -> Outcome:
         import kernelkit as kk
-        from kernelkit.errors import CompileError
+        from kernelkit.errors import CompileError, CompileOnlyError
         arguments = case.arguments()
         values, bases = [], []
         for param, argument in zip(case.params, arguments):
@@ -122,9 +124,9 @@ class Runner:
             if "bug in kernelkit" in str(error).lower():
                 return Outcome(case.seed, name, "internal-error", _describe(error))
             return Outcome(case.seed, name, "compile-error", _describe(error))
+        except CompileOnlyError:
+            return Outcome(case.seed, name, "ok", "compiled")
         except Exception as error:
-            if type(error).__name__ == "CompileOnlyError":
-                return Outcome(case.seed, name, "ok", "compiled")
             return Outcome(case.seed, name, "internal-error", _describe(error, traceback_=True))
         precision = case.inexact_precision()
         for (param, base), want in zip(bases, [a for a in expected if isinstance(a, tuple)]):

@@ -1,7 +1,8 @@
 """Worker processes that run fuzz seeds, so that a seed that crashes or hangs its process
 is that seed's failure and the run goes on: the protocol (seeds on stdin, one a line;
-START seed, RESULT outcome-json lines, END seed on stdout) and the batch runner that
-replaces a worker that died. Used by kernelkit's fuzzer and by enzyme_ext's."""
+START seed, RESULT outcome-json lines, END seed on stdout), the batch runner that
+replaces a worker that died, and the seeds a command line names (`parse_seeds`). Used by
+kernelkit's fuzzer and by enzyme_ext's."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,18 @@ import threading
 import time
 
 from .runner import Outcome
+
+
+def parse_seeds(text: str) -> list[int]:
+    """The seeds `text` names: `a:b` (a to b - 1), `a,b,c`, or both joined by commas."""
+    seeds = []
+    for part in text.split(","):
+        if ":" in part:
+            start, stop = part.split(":")
+            seeds += range(int(start), int(stop))
+        else:
+            seeds.append(int(part))
+    return seeds
 
 
 class WorkerProcess:

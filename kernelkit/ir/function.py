@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .dominance import reverse_post_order
 from .ops import BlockParam, Op
 from .types import IRType, void
 
@@ -81,25 +82,7 @@ class Function:
 
     def reachable_blocks(self) -> list[Block]:
         """Blocks reachable from the entry, in reverse post-order."""
-        seen, order = set(), []
-
-        def visit(block):
-            stack = [(block, iter(block.successors))]
-            seen.add(block)
-            while stack:
-                current, successors = stack[-1]
-                for successor in successors:
-                    if successor not in seen:
-                        seen.add(successor)
-                        stack.append((successor, iter(successor.successors)))
-                        break
-                else:
-                    stack.pop()
-                    order.append(current)
-
-        visit(self.entry)
-        order.reverse()
-        return order
+        return reverse_post_order(self.entry, lambda block: block.successors)
 
 
 @dataclass(eq=False)

@@ -2,7 +2,7 @@
 error, so it raises `IRVerificationError` with the printed function attached."""
 from __future__ import annotations
 
-from ..analysis.dominance import block_dominators, dominates
+from .dominance import block_dominators, dominates
 from .function import Function, Module
 from .ops import Op, Value
 
