@@ -1,6 +1,7 @@
 """The examples run as users run them and check their own results; where the CUDA backend
-cannot run they say why in one line and exit with status 2; heat diffusion writes a PNG
-with matplotlib and without it; the benchmark suite's --plot draws its table."""
+cannot run they say why in one line and exit with status 2; heat diffusion and the
+descents through a simulation (inverse heat, projectile) write a PNG with matplotlib and
+without it; the benchmark suite's --plot draws its table."""
 import importlib.util
 import os
 import struct
@@ -28,6 +29,11 @@ RUNS = {
     "reduction": ([], "reduction: OK"),
     "histogram": ([], "histogram: OK"),
     "ad_kernel": ([], "OK"),
+    # These two descend through a simulation: each line says it converged.
+    "inverse_heat": (["--size", "32", "--steps", "125", "--iterations", "8"],
+                     "inverse heat: OK"),
+    "projectile": (["--steps", "50", "--budget", "4", "--iterations", "20"],
+                   "projectile: OK"),
 }
 
 
@@ -70,7 +76,7 @@ def png_size(chunks: dict[bytes, bytes]) -> tuple[int, int]:
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_each_example_checks_its_result_on_the_cpu(name, monkeypatch, tmp_path, capsys):
-    monkeypatch.chdir(tmp_path)  # heat diffusion writes its PNG in the current directory
+    monkeypatch.chdir(tmp_path)  # some write a PNG in the current directory
     example = load_module(EXAMPLES / f"{name}.py", monkeypatch)
     arguments, expected_line = RUNS[name]
     assert example.main(["--backend", "cpu", *arguments]) == 0
@@ -129,6 +135,42 @@ def test_heat_diffusion_writes_a_plain_png_without_matplotlib(monkeypatch, tmp_p
     assert len(pixels) == 96 * row_bytes
     assert pixels[1:row_bytes] == b"\xff" * (128 * 3)   # the top edge is held at 1: white
     assert "pip install kernelkit[examples]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["inverse_heat", "projectile"])
+def test_a_descent_example_draws_its_result_and_its_convergence_with_matplotlib(
+        name, monkeypatch, tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="the examples extra is not installed")
+    example = load_module(EXAMPLES / f"{name}.py", monkeypatch)
+    out = tmp_path / f"{name}.png"
+    assert example.main([*RUNS[name][0], "--out", str(out)]) == 0
+    width, height = png_size(png_chunks(out.read_bytes()))
+    assert width > 2 * height > 0   # the result, and a curve beside it
+    assert f"wrote {out}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["inverse_heat", "projectile"])
+def test_a_descent_example_writes_a_plain_png_without_matplotlib(name, monkeypatch,
+                                                                 tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    example = load_module(EXAMPLES / f"{name}.py", monkeypatch)
+    out = tmp_path / f"{name}.png"
+    assert example.main([*RUNS[name][0], "--out", str(out)]) == 0
+    width, height = png_size(png_chunks(out.read_bytes()))
+    assert width > height > 0
+    assert "pip install kernelkit[examples]" in capsys.readouterr().out
+
+
+def test_inverse_heat_lowers_its_loss_by_two_orders_of_magnitude(monkeypatch, tmp_path,
+                                                                 capsys):
+    monkeypatch.chdir(tmp_path)
+    example = load_module(EXAMPLES / "inverse_heat.py", monkeypatch)
+    assert example.main(RUNS["inverse_heat"][0]) == 0
+    [summary] = [line for line in capsys.readouterr().out.splitlines()
+                 if line.startswith("loss ")]
+    first, _, last = summary.split()[1:4]
+    assert float(last) < float(first) / 100, summary
 
 
 @pytest.fixture
