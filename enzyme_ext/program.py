@@ -24,6 +24,7 @@ call other such functions). Its launches are recorded as it runs once
 The derivatives of `Active` scalars are summed over the launches they are passed to."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import numbers
@@ -33,6 +34,7 @@ import numpy as np
 
 import kernelkit as kk
 from kernelkit.errors import KernelkitError
+from kernelkit.ir import types as T
 from kernelkit.lang.kernel import observe_launches
 from kernelkit.memory import WRITE_OBSERVERS
 
@@ -138,6 +140,16 @@ class Recording:
         """A launch of the program: run as the mode needs it, and recorded."""
         from .rules import _activity_of, rule_for
         self.debug = self.debug or bool(getattr(launch.backend, "debug", False))
+        for name, value in zip(launch.kernel.parameters, args):
+            if dataclasses.is_dataclass(value) and any(
+                    _is_array(getattr(value, f.name)) for f in dataclasses.fields(value)):
+                raise KernelkitError(
+                    f"program '{_name(self.program)}': kernel '{launch.kernel.name}' is given the "
+                    f"dataclass '{name}', which holds arrays; a recorded program follows "
+                    f"arrays passed to its launches as arguments of their own\n  hint: pass "
+                    f"the arrays of '{name}' to the kernel one by one (a single launch "
+                    f"differentiates the dataclass: autodiff(Reverse, k(backend, wg), "
+                    f"Duplicated({name}, shadow), ...))")
         written = written_parameters(launch, args)
         carries = any(isinstance(a, _Traced) and id(a) in self.active for a in args) or \
             any(_is_array(a) and self.shadow_of(a) is not None for a in args)
@@ -351,7 +363,11 @@ def written_parameters(launch, args) -> frozenset:
         job = compiler_job_from_backend(backend, launch, args)
         function = target_neutral_module(job).kernel
         written = written_arrays(function)
-        found = cache[key] = frozenset(index for index, param in enumerate(function.params)
+        # The kernel takes a dataclass or tuple argument as its leaves' parameters.
+        owners = [index for index, argtype in enumerate(job.source.argtypes)
+                  for _ in T.leaves(argtype)]
+        found = cache[key] = frozenset(owners[position]
+                                       for position, param in enumerate(function.params)
                                        if param in written)
     return found
 

@@ -13,9 +13,11 @@ here asks which backend it has."""
 from __future__ import annotations
 
 import logging
+import dataclasses
 import math
 import numbers
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -119,6 +121,107 @@ def _activity_of(argument) -> type[Activity]:
     return activity_class(argument) if isinstance(argument, Activity) else Const
 
 
+@dataclass(frozen=True)
+class Unwrapped:
+    """A launch's arguments as it was given them (`arguments`) and as the derivative
+    kernels take them (`values`, `shadows`): a dataclass or tuple as its leaves
+    (`T.leaves`), each a parameter of the compiled kernel."""
+
+    arguments: tuple
+    values: list
+    shadows: list
+    names: list        # the parameters', a leaf's as Python reads it: 'state.x'
+
+    def regrouped(self, derivatives: tuple) -> tuple:
+        """One derivative per argument from one per leaf: an Active dataclass's is one of
+        its class with the derivative in each float field (and 0 in the others)."""
+        leaves = iter(derivatives)
+        regrouped = []
+        for argument in self.arguments:
+            if not _is_struct(argument):
+                regrouped.append(next(leaves))
+                continue
+            mine = [next(leaves) for _ in _leaves(argument)]
+            regrouped.append(None if all(d is None for d in mine) else
+                             _rebuilt(argument, iter(mine)))
+        return tuple(regrouped)
+
+
+def _differentiated_leaf(leaf: T.IRType, activity: str, mode: str) -> bool:
+    """Whether a leaf of a dataclass or tuple argument of `activity` is differentiated:
+    a float of one that is not Const, but a number of a Duplicated one (which holds
+    arrays) only in forward mode, reverse mode having nowhere to put its derivative."""
+    if isinstance(leaf, T.ArrayType):
+        return leaf.dtype.is_float and activity != Const.name
+    if not (isinstance(leaf, T.ScalarType) and leaf.is_float) or activity == Const.name:
+        return False
+    return activity == Active.name or mode == FORWARD
+
+
+def _is_struct(value) -> bool:
+    """A dataclass or a tuple of numbers, passed to a kernel as its leaves."""
+    return (dataclasses.is_dataclass(value) and not isinstance(value, type)) or \
+        (isinstance(value, tuple) and not any(hasattr(item, "shape") and
+                                              not isinstance(item, np.generic)
+                                              for item in value))
+
+
+def _leaves(value, path: str = "") -> list:
+    """The numbers and arrays of a dataclass or tuple, depth first, as `T.leaves` orders
+    its type; with `path`, each as (its path from `value` as Python writes it, the
+    leaf)."""
+    if dataclasses.is_dataclass(value):
+        return [leaf for field in dataclasses.fields(value)
+                for leaf in _leaves(getattr(value, field.name), path and f"{path}.{field.name}")]
+    if isinstance(value, tuple):
+        return [leaf for position, item in enumerate(value)
+                for leaf in _leaves(item, path and f"{path}[{position}]")]
+    return [(path, value)] if path else [value]
+
+
+def _is_array(value) -> bool:
+    return hasattr(value, "shape") and not isinstance(value, np.generic)
+
+
+def _leaf_kind(leaf):
+    """What a leaf and its shadow's leaf must share: an array's shape and dtype, a
+    number's type."""
+    if _is_array(leaf):
+        return ("array", tuple(np.shape(leaf)), np.dtype(leaf.dtype))
+    return type(leaf)
+
+
+def _shown(value) -> str:
+    """A dataclass or tuple in a message: its numbers, and its arrays by shape and dtype."""
+    if dataclasses.is_dataclass(value):
+        return f"{type(value).__name__}(" + ", ".join(
+            f"{field.name}={_shown(getattr(value, field.name))}"
+            for field in dataclasses.fields(value)) + ")"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(_shown, value)) + ")"
+    if _is_array(value):
+        return f"<array {tuple(np.shape(value))} {np.dtype(value.dtype)}>"
+    return repr(value)
+
+
+def _rebuilt(value, derivatives):
+    """`value`'s shape, holding the next of `derivatives` for each float leaf and a zero
+    of its type for the others."""
+    if dataclasses.is_dataclass(value):
+        return dataclasses.replace(value, **{field.name: _rebuilt(getattr(value, field.name),
+                                                                  derivatives)
+                                             for field in dataclasses.fields(value)
+                                             if field.init})
+    if isinstance(value, tuple):
+        return type(value)(*(_rebuilt(item, derivatives) for item in value)) \
+            if hasattr(value, "_fields") else tuple(_rebuilt(item, derivatives)
+                                                     for item in value)
+    derivative = next(derivatives)
+    if derivative is None:
+        return type(value)(0)
+    return type(value)(derivative) if isinstance(value, np.generic) else derivative
+
+
 class Rule:
     """A kernel on a backend with one activity per argument: its derivative launches."""
 
@@ -148,7 +251,7 @@ class Rule:
         if len(args) != len(self.activities):
             raise LaunchError(f"kernel '{kernel.name}' takes {len(self.activities)} "
                               f"arguments but {len(args)} were given")
-        values, shadows = [], []
+        arguments, values, shadows, names = [], [], [], []
         for argument, activity, name in zip(args, self.activities, kernel.parameters):
             given = _activity_of(argument)
             if given is not activity:
@@ -156,6 +259,15 @@ class Rule:
                                   f"{activity.__name__} but given as {given.__name__}")
             value = argument.value if isinstance(argument, Activity) else argument
             shadow = getattr(argument, "shadow", None)
+            if _is_struct(value):
+                self.check_struct(value, shadow, activity, name, mode)
+                arguments.append(value)
+                leaves = _leaves(value, name)
+                values.extend(leaf for _, leaf in leaves)
+                names.extend(path for path, _ in leaves)
+                shadows.extend(_leaves(shadow) if shadow is not None else
+                               [None] * len(leaves))
+                continue
             scalar = isinstance(value, (numbers.Number, np.generic))
             if activity is Active and mode == FORWARD:
                 raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is Active, "
@@ -190,11 +302,55 @@ class Rule:
                         f"kernel '{kernel.name}': the shadow of '{name}' must have its shape "
                         f"{np.shape(value)} and dtype {value.dtype}, not "
                         f"{np.shape(shadow)} and {getattr(shadow, 'dtype', type(shadow))}")
+            arguments.append(value)
             values.append(value)
             shadows.append(shadow)
-        return values, shadows
+            names.append(name)
+        return Unwrapped(tuple(arguments), values, shadows, names)
 
-    def refuse_shared_memory(self, values, shadows, written: tuple[int, ...]) -> None:
+    def check_struct(self, value, shadow, activity, name: str, mode: str) -> None:
+        """A dataclass or tuple is Const; or, where it holds a float, differentiated:
+        Duplicated where it holds arrays (its shadow one of its class, whose float arrays
+        are theirs; in forward mode its float numbers carry tangents, in reverse mode
+        they are constants), else as a number is: Active in reverse mode (its derivative
+        is one of its class, the derivative in each float field), Duplicated in forward
+        mode (its shadow one of its class, the tangent in each float field)."""
+        kind = "dataclass" if dataclasses.is_dataclass(value) else "tuple"
+        kernel = self.kernel.name
+        leaves = _leaves(value)
+        holds_arrays = any(_is_array(leaf) for leaf in leaves)
+        if activity is Active and holds_arrays:
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is Active, but the "
+                              f"{kind} holds arrays, whose derivatives need arrays of their "
+                              f"own: pass Duplicated({name}, shadow), the shadow a {kind} of "
+                              f"its class holding a shadow of each array")
+        if issubclass(activity, Duplicated) and mode != FORWARD and not holds_arrays:
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is a Duplicated {kind} "
+                              f"of numbers, which is for forward mode; in reverse mode pass "
+                              f"Active({name}): its derivative comes back as a {kind} of "
+                              f"the same shape")
+        if activity is Active and mode == FORWARD:
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is Active, which is for "
+                              f"reverse mode; in forward mode pass Duplicated({name}, "
+                              f"tangent), the tangent a {kind} of the same shape")
+        if activity is not Const and not any(_holds_floats(leaf) for leaf in leaves):
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is "
+                              f"{activity.__name__}, but the {kind} holds no float, and only "
+                              f"floats have derivatives: pass it as Const({name})")
+        if shadow is not None and (type(shadow) is not type(value) or
+                                   list(map(_leaf_kind, _leaves(shadow))) !=
+                                   list(map(_leaf_kind, leaves))):
+            what = "shadow" if holds_arrays else "tangent"
+            raise LaunchError(f"kernel '{kernel}': the {what} of '{name}' must be a {kind} "
+                              f"of its class, its arrays' shapes and dtypes and its numbers' "
+                              f"types ({_shown(value)}), not {_shown(shadow)}")
+        for (path, leaf), shadow_leaf in zip(_leaves(value, name), _leaves(shadow)
+                                             if shadow is not None else ()):
+            if _is_array(leaf) and shadow_leaf is leaf:
+                raise LaunchError(f"kernel '{kernel}': the shadow of {path} is {path} itself; "
+                                  f"give it an array of its own")
+
+    def refuse_shared_memory(self, unwrapped: Unwrapped, written: tuple[int, ...]) -> None:
         """Arguments whose memory overlaps, where one is written: by the kernel (`written`,
         the positions of the parameters it stores into or updates atomically, whatever
         their activity) or, being a shadow, by the derivative kernels. The transform
@@ -202,8 +358,8 @@ class Rule:
         overwritten through the other would not be taped (a silently wrong derivative).
         Arrays that are only read may share memory."""
         arrays = []     # (label, array, why it is written or None, bytes spanned or None)
-        for index, (value, shadow, name) in enumerate(zip(values, shadows,
-                                                          self.kernel.parameters)):
+        for index, (value, shadow, name) in enumerate(zip(unwrapped.values, unwrapped.shadows,
+                                                          unwrapped.names)):
             writer = f"the kernel writes '{name}'" if index in written else None
             for label, array, why in ((f"'{name}'", value, writer),
                                       (f"the shadow of '{name}'", shadow,
@@ -220,14 +376,16 @@ class Rule:
                         f"overwritten through the other, which the derivative does not "
                         f"see; pass arrays of their own (a copy of one of them)")
 
-    def derivatives(self, modes: tuple[str, ...], values, shadows, ndrange, workgroupsize):
+    def derivatives(self, modes: tuple[str, ...], unwrapped: Unwrapped, ndrange,
+                    workgroupsize):
         """The derivative kernels of `modes`, compiled in that order, each as (prepared
         kernel, its parameters, the compiled kernel); and the launch geometry."""
         backend = self.backend
+        shadows = unwrapped.shadows
         ndrange, workgroupsize = self.launcher.geometry(ndrange, workgroupsize)
         # The backend's cheap argument keys, as a launch's: equal keys, equal types.
         argument_key = backend.argument_key
-        key = (tuple(map(argument_key, values)),
+        key = (tuple(map(argument_key, unwrapped.arguments)),
                tuple(None if shadow is None else argument_key(shadow) for shadow in shadows),
                workgroupsize, len(ndrange))
         entries = []
@@ -235,7 +393,7 @@ class Rule:
             entry = self._prepared.get((mode, key))
             if entry is None:
                 try:
-                    entry = self.prepare(mode, values, shadows, ndrange, workgroupsize)
+                    entry = self.prepare(mode, unwrapped, ndrange, workgroupsize)
                 except TwoKernelsNeeded as error:
                     entry = error
                 self._prepared[(mode, key)] = entry
@@ -244,31 +402,35 @@ class Rule:
             entries.append(entry)
         return entries, ndrange, workgroupsize
 
-    def prepare(self, mode: str, values, shadows, ndrange, workgroupsize):
+    def prepare(self, mode: str, unwrapped: Unwrapped, ndrange, workgroupsize):
         backend, kernel = self.backend, self.kernel
-        argtypes = kernel.argument_types(backend, tuple(values))
-        for name, argtype in zip(kernel.parameters, argtypes):
-            if isinstance(argtype, (T.StructType, T.TupleType)):
-                kind = "dataclass" if isinstance(argtype, T.StructType) else "tuple"
-                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is a {kind}; "
-                                  f"autodiff does not take {kind} arguments yet: pass its "
-                                  f"numbers as arguments of their own (Const, or Active to "
-                                  f"differentiate them)")
-        shadow_types = tuple(
-            None if shadow is None else
-            backend.argument_type(shadow, False, f"d_{name}", kernel.name)
-            for shadow, name in zip(shadows, kernel.parameters))
+        argtypes = kernel.argument_types(backend, unwrapped.arguments)
+        # The compiled kernel takes a dataclass or tuple as its leaves, each a parameter
+        # with an activity of its own: an Active one's floats are Active, the rest Const.
+        activities, names, types, shadow_types = [], [], [], []
+        shadows = iter(unwrapped.shadows)
+        for activity, name, argtype in zip(self.names, kernel.parameters, argtypes):
+            for path, leaf in T.leaves(argtype):
+                shadow = next(shadows)
+                if path and not _differentiated_leaf(leaf, activity, mode):
+                    activities.append(Const.name)
+                    shadow = None
+                else:
+                    activities.append(activity)
+                names.append(name + T.path_text(path))
+                types.append(leaf)
+                shadow_types.append(None if shadow is None else backend.argument_type(
+                    shadow, False, f"d_{name}{T.path_text(path)}", kernel.name))
         parent = compiler_job_from_backend(backend, kernel.function, argtypes,
                                            workgroupsize=workgroupsize)
         if mode == COMBINED and not tape_layout(derivative_job(
-                parent, AUGMENTED, self.names, shadow_types)).combined:
+                parent, AUGMENTED, activities, shadow_types)).combined:
             raise TwoKernelsNeeded(kernel.name)
-        job = derivative_job(parent, mode, self.names, shadow_types)
+        job = derivative_job(parent, mode, activities, shadow_types)
         compiled = _compile(job, kernel.name)
         if mode in (COMBINED, AUGMENTED) and logger.isEnabledFor(logging.INFO):
-            self.log_tape(mode, compiled.notes[ADPlugin.name], values)
-        parameters = derivative_parameters(mode, list(self.names), list(kernel.parameters),
-                                           list(argtypes), list(shadow_types))
+            self.log_tape(mode, compiled.notes[ADPlugin.name], unwrapped.values)
+        parameters = derivative_parameters(mode, activities, names, types, shadow_types)
         assert compiled.parameter_types == tuple(p.type for p in parameters)
         prepared = backend.prepare(compiled, compiled.parameter_types, len(ndrange))
         return prepared, parameters, compiled
@@ -290,10 +452,11 @@ class Rule:
     # -- the launches ----------------------------------------------------------------------
 
     def forward(self, args, ndrange, workgroupsize) -> None:
-        values, shadows = self.unwrap(args, FORWARD)
+        unwrapped = self.unwrap(args, FORWARD)
+        values, shadows = unwrapped.values, unwrapped.shadows
         [(prepared, parameters, compiled)], ndrange, workgroupsize = self.derivatives(
-            (FORWARD,), values, shadows, ndrange, workgroupsize)
-        self.refuse_shared_memory(values, shadows, compiled.notes[WRITTEN])
+            (FORWARD,), unwrapped, ndrange, workgroupsize)
+        self.refuse_shared_memory(unwrapped, compiled.notes[WRITTEN])
         arguments = [values[p.index] if p.role == "primal" else shadows[p.index]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
@@ -303,29 +466,31 @@ class Rule:
         primal, then its reverse, in each work-item, with a private tape), after the gather
         kernel if there is one, where the tape has a constant size; None where it grows
         with a loop (the caller runs the two halves, `ReverseSplit`'s)."""
-        values, shadows = self.unwrap(args, REVERSE)
+        unwrapped = self.unwrap(args, REVERSE)
+        values, shadows = unwrapped.values, unwrapped.shadows
         try:
             [(prepared, parameters, compiled)], ndrange, workgroupsize = self.derivatives(
-                (COMBINED,), values, shadows, ndrange, workgroupsize)
+                (COMBINED,), unwrapped, ndrange, workgroupsize)
         except TwoKernelsNeeded:
             return None
-        self.refuse_shared_memory(values, shadows, compiled.notes[WRITTEN])
+        self.refuse_shared_memory(unwrapped, compiled.notes[WRITTEN])
         gather = None
         if compiled.notes[ADPlugin.name].gather:   # neighbours' updates, before it
-            [gather], _, _ = self.derivatives((GATHER,), values, shadows, ndrange,
+            [gather], _, _ = self.derivatives((GATHER,), unwrapped, ndrange,
                                               workgroupsize)
-        return self.launch_reverse((prepared, parameters), values, shadows, None, ndrange,
-                                   workgroupsize, gather)
+        return unwrapped.regrouped(self.launch_reverse(
+            (prepared, parameters), values, shadows, None, ndrange, workgroupsize, gather))
 
     def augmented_forward(self, args, ndrange, workgroupsize) -> Tape:
-        values, shadows = self.unwrap(args, AUGMENTED)
+        unwrapped = self.unwrap(args, AUGMENTED)
+        values, shadows = unwrapped.values, unwrapped.shadows
         # The reverse kernel is compiled first: an error in it must come before the primal
         # arrays are overwritten.
         (reverse, (prepared, parameters, compiled)), ndrange, workgroupsize = \
-            self.derivatives((REVERSE, AUGMENTED), values, shadows, ndrange, workgroupsize)
-        self.refuse_shared_memory(values, shadows, compiled.notes[WRITTEN])
+            self.derivatives((REVERSE, AUGMENTED), unwrapped, ndrange, workgroupsize)
+        self.refuse_shared_memory(unwrapped, compiled.notes[WRITTEN])
         if reverse[2].notes[ADPlugin.name].gather:
-            self.derivatives((GATHER,), values, shadows, ndrange, workgroupsize)
+            self.derivatives((GATHER,), unwrapped, ndrange, workgroupsize)
         layout = compiled.notes[ADPlugin.name]
         items = math.prod(ndrange)
         geometry = (ndrange, workgroupsize)
@@ -382,10 +547,11 @@ class Rule:
         if not isinstance(tape, Tape):
             raise LaunchError(f"kernel '{self.kernel.name}': tape= must be the tape the "
                               f"forward half returned, not {type(tape).__name__}")
-        values, shadows = self.unwrap(args, REVERSE)
+        unwrapped = self.unwrap(args, REVERSE)
+        values, shadows = unwrapped.values, unwrapped.shadows
         ((_, _, augmented), (prepared, parameters, compiled)), ndrange, workgroupsize = \
-            self.derivatives((AUGMENTED, REVERSE), values, shadows, ndrange, workgroupsize)
-        self.refuse_shared_memory(values, shadows, compiled.notes[WRITTEN])
+            self.derivatives((AUGMENTED, REVERSE), unwrapped, ndrange, workgroupsize)
+        self.refuse_shared_memory(unwrapped, compiled.notes[WRITTEN])
         if tape.owner != (self, augmented.job):
             raise LaunchError(f"kernel '{self.kernel.name}': this tape was made by "
                               f"another kernel's forward half ('{tape.kernel}'), or for "
@@ -398,10 +564,10 @@ class Rule:
         ndrange, workgroupsize = tape.geometry
         gather = None
         if compiled.notes[ADPlugin.name].gather:   # neighbours' updates, before the reverse
-            [gather], _, _ = self.derivatives((GATHER,), values, shadows, ndrange,
+            [gather], _, _ = self.derivatives((GATHER,), unwrapped, ndrange,
                                               workgroupsize)
-        return self.launch_reverse((prepared, parameters), values, shadows, tape, ndrange,
-                                   workgroupsize, gather)
+        return unwrapped.regrouped(self.launch_reverse(
+            (prepared, parameters), values, shadows, tape, ndrange, workgroupsize, gather))
 
     def launch_reverse(self, kernel, values, shadows, tape: Tape | None, ndrange,
                        workgroupsize, gather=None):

@@ -35,10 +35,11 @@ from kernelkit.backend import Backend
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
 from kernelkit.errors import BackendError, CompileOnlyError, LaunchError
 from kernelkit.ir import types as T
-from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of, numpy_argument_key,
+from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of,
+                                         is_dataclass_instance, numpy_argument_key,
                                          numpy_argument_type, packing_function,
                                          read_only_argument, scalar_conversion, scalar_type_of,
-                                         struct_type_of, unpacking_source,
+                                         struct_key, struct_type_of, unpacking_source,
                                          unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
@@ -576,6 +577,8 @@ class CUDABackend(Backend):
             return value.key
         if kind is int or kind is float or kind is bool or kind is np.ndarray:
             return kind
+        if kind is tuple or is_dataclass_instance(value):
+            return struct_key(value, self.argument_key)
         foreign = foreign_kind(value)
         if foreign is not None:
             try:
@@ -593,7 +596,8 @@ class CUDABackend(Backend):
         scalar = scalar_type_of(value)
         if scalar is not None:
             return scalar
-        struct = struct_type_of(value, name, kernel)
+        struct = struct_type_of(value, name, kernel, lambda array, where: self.argument_type(
+            array, const, where, kernel))
         if struct is not None:
             return struct
         if type(value) is not CUDAArray:

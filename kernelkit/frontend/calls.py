@@ -12,6 +12,7 @@ kernels).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import types as pytypes
 from collections.abc import Callable
@@ -46,6 +47,8 @@ class Calls:
             return hook(CallSite(self, node))
         if isinstance(target, pytypes.FunctionType):
             return self.call_device_function(target, node)
+        if isinstance(target, type) and dataclasses.is_dataclass(target):
+            return self.construct(target, node)
         if isinstance(target, Marker):
             return self.call_marker(target, node)
         if getattr(target, "__kernelkit_kernel__", False):
@@ -85,6 +88,10 @@ class Calls:
                                      debug=self.context.debug)
         result = translate_function(scratch, target, list(argtypes), is_kernel=False,
                                     name=name).return_type
+        if scratch.struct_results:
+            raise self.error(f"{target.__name__} returns a dataclass, which a kk.deferred "
+                             f"reference cannot", node,
+                             hint="call the function directly, or return the fields as a tuple")
         reference = T.FunctionRefType(argtypes, result)
         return self.builder.op("deferred", [], reference,
                                {"function": name, "argtypes": argtypes})
@@ -122,7 +129,9 @@ class Calls:
             self.context.specializations[key] = callee
         operands = [leaf for a in args if not isinstance(a, PyConst)
                     for leaf in (self.scalar_leaves(a) if isinstance(a, StructValue) else [a])]
-        return self.builder.op("call", operands, callee.return_type, {"callee": callee.name})
+        result = self.builder.op("call", operands, callee.return_type, {"callee": callee.name})
+        struct_type = self.context.struct_results.get(callee.name)
+        return result if struct_type is None else self.unflattened(struct_type, result)
 
     def scalar_leaves(self, value) -> list[Value]:
         """The values of a struct's leaves (`T.leaves`), as the parameters of a function

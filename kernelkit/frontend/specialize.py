@@ -40,6 +40,9 @@ class TranslationContext:
     specializations: dict = field(default_factory=dict)
     stack: list = field(default_factory=list)
     debug: bool = False       # a debug build: `assert` statements are checked
+    # The dataclass each device function returning one returns (by function name): its IR
+    # result is the tuple of the dataclass's leaves.
+    struct_results: dict = field(default_factory=dict)
 
 
 # Each retype widens one variable's type, and a type widens only a few times (bool, int,

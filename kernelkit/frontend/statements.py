@@ -27,6 +27,7 @@ from ..ir.ops import BlockParam, Location, Op, Value, constant_value
 from .intrinsics import global_position
 from .source import describe
 from .specialize import Retype
+from .structs import flat_type
 from .values import UNDEFINED, PyConst, StructValue, Undefined, is_const
 
 # A loop over a constant range is unrolled for a tuple index only up to this many
@@ -153,9 +154,9 @@ class Statements:
             value_type = T.void
         else:
             value = self.expr(node.value)
-            if isinstance(value, (PyConst, StructValue)):
-                raise self.error("a device function must return numbers, arrays or tuples of "
-                                 "them", node)
+            if isinstance(value, PyConst):
+                raise self.error("a device function must return numbers, arrays, tuples of "
+                                 "them or a dataclass", node)
             value_type = value.type
         if self.return_type is None:
             self.return_type = value_type
@@ -168,7 +169,10 @@ class Statements:
             if unified != self.return_type:
                 self.hints.return_type = unified
                 raise Retype()
-            value = self.cast(value, unified)
+            if not isinstance(value, StructValue):
+                value = self.cast(value, unified)
+        if isinstance(value, StructValue):     # as its leaves, of the types of every return
+            value = self.joined_value(value, flat_type(self.return_type))
         self.builder.ret(value)
         self.builder.block = None
 
@@ -373,14 +377,11 @@ class Statements:
         # A vector the body changes an element of (v[0] = x, v.x += 1) changes as a whole.
         assigned |= {name for name in _changed_in_place(body)
                      if isinstance(getattr(self.env.get(name), "type", None), T.TupleType)}
-        for name in assigned:
-            if isinstance(self.env.get(name), StructValue):
-                raise self.error(f"'{name}' holds a dataclass and is assigned again inside the "
-                                 f"loop; a dataclass cannot change from one iteration to the "
-                                 f"next", node, hint=f"give the value assigned in the loop "
-                                                     f"another name than '{name}'")
         carried = [name for name in self.env
-                   if name in assigned and isinstance(self.env[name], Value)]
+                   if name in assigned and isinstance(self.env[name], (Value, StructValue))]
+        # A dataclass comes round as the tuple of its leaves.
+        structs = {name: self.env[name].type for name in carried
+                   if isinstance(self.env[name], StructValue)}
         # Names the loop is first to assign: undefined in it until assigned, and after it
         # unless the loop surely assigned them.
         first_assigned = sorted(name for name in assigned if not name.startswith("$")
@@ -389,6 +390,8 @@ class Statements:
         entry_args = []
         for name in carried:
             value = self.env[name]
+            if name in structs:
+                value = self.flattened(value)
             param_type = self.hints.variables.get(name, value.type)
             if isinstance(param_type, T.ArrayType):
                 raise self.error(f"the array '{name}' is reassigned inside a loop; "
@@ -397,6 +400,8 @@ class Statements:
             self.env[name] = header.add_param(param_type, name)
         entry = self.builder.br(header, entry_args)
         self.builder.position_at_end(header)
+        for name, struct_type in structs.items():
+            self.env[name] = self.unflattened(struct_type, self.env[name])
         for name in first_assigned:
             self.env[name] = _loop_variable_undefined()
         condition = test()
@@ -437,6 +442,8 @@ class Statements:
             args = []
             for name, param in zip(carried, header.params):
                 value = self.env.get(name, UNDEFINED)
+                if name in structs:
+                    value = self.struct_coming_round(name, value, structs[name], node)
                 if isinstance(value, Undefined) or not isinstance(value, Value):
                     raise self.error(f"'{name}' is not defined on every path through the loop",
                                      node)
@@ -552,6 +559,10 @@ class Statements:
                 merged[name] = undefined[0]
             elif all(v is first for v in values):
                 merged[name] = first
+            elif (joined := self.joined_struct_type(values)) is not None:
+                merged[name] = (joined, join.add_param(flat_type(joined), name))
+                for args, value in zip(incoming, values):
+                    args.append((value, flat_type(joined)))
             elif any(isinstance(v, StructValue) for v in values):
                 merged[name] = Undefined(
                     reason="it holds different dataclasses, or a dataclass and another value, "
@@ -571,9 +582,31 @@ class Statements:
                     args.append((value, unified))
         for (block, _), args in zip(ends, incoming):
             self.builder.position_at_end(block)
-            self.builder.br(join, [self.cast(v, t) for v, t in args])
+            self.builder.br(join, [self.joined_value(v, t) for v, t in args])
         self.builder.position_at_end(join)
+        for name, value in merged.items():
+            if isinstance(value, tuple):    # a dataclass, from the tuple of its leaves
+                merged[name] = self.unflattened(*value)
         self.env = merged
+
+    def joined_value(self, value, type: T.IRType) -> Value:
+        """`value` as a block parameter (or a result) of `type` takes it: a dataclass as
+        the tuple of its leaves."""
+        if isinstance(value, StructValue):
+            leaves = self.scalar_leaves(value)
+            return self.make_tuple([self.cast(leaf, t) for leaf, t in zip(leaves, type.elements)])
+        return self.cast(value, type)
+
+    def struct_coming_round(self, name: str, value, struct_type: T.StructType, node):
+        """The tuple a dataclass variable comes round a loop as, or an error where the loop
+        gave it a value of another kind."""
+        if isinstance(value, StructValue) and T.unify(value.type, struct_type) is not None:
+            return self.flattened(value)
+        if isinstance(value, Undefined):
+            return value
+        raise self.error(f"'{name}' holds a dataclass {struct_type.qualname} before the loop "
+                         f"and a {self.type_name(value)} at the end of its body", node,
+                         hint="use a different variable name")
 
     # -- assignment -----------------------------------------------------------------------
 

@@ -21,12 +21,13 @@ from .expressions import Expressions
 from .source import closure_values, last_line, parse_function
 from .specialize import TranslationContext, TypeHints
 from .statements import Loop, Statements
+from .structs import Structs, flat_type
 from .values import PyConst, StructValue
 from .vectors import Vectors
 from . import scalars  # noqa: F401 - registers kk.erfinv, kk.round ... in the intrinsics table
 
 
-class FunctionTranslator(Statements, Expressions, Calls, Vectors):
+class FunctionTranslator(Statements, Expressions, Calls, Vectors, Structs):
     def __init__(self, context: TranslationContext, pyfunc, args: list, is_kernel: bool,
                  name: str, hints: TypeHints):
         self.context = context
@@ -103,6 +104,9 @@ class FunctionTranslator(Statements, Expressions, Calls, Vectors):
                 raise self.error(f"{tree.name} returns a value on some paths but not at its end",
                                  tree.body[-1], hint="add a return statement at the end")
         self.function.return_type = self.return_type or T.void
+        if isinstance(self.return_type, T.StructType):   # it travels as its leaves
+            self.function.return_type = flat_type(self.return_type)
+            self.context.struct_results[self.function.name] = self.return_type
         return self.function
 
     def rebuilt(self, argtype: T.IRType, leaves) -> Value | StructValue:
@@ -112,8 +116,9 @@ class FunctionTranslator(Statements, Expressions, Calls, Vectors):
             return StructValue(argtype, {field: self.rebuilt(field_type, leaves)
                                          for field, field_type in argtype.fields})
         if isinstance(argtype, T.TupleType):
-            return self.make_tuple([self.rebuilt(element, leaves)
-                                    for element in argtype.elements])
+            return self.builder.make_tuple([self.rebuilt(element, leaves)
+                                            for element in argtype.elements],
+                                           getattr(argtype, "shape", None))
         return next(leaves)
 
     # -- checks ---------------------------------------------------------------------------

@@ -71,7 +71,9 @@ class Case:
     def reference_source(self) -> str:
         # `kk` and `math` are the reference's own (see emulation), given to the module;
         # vectors are kernelkit's host ones (NumPy arrays)
-        return ("import numpy as np\nfrom kernelkit.lang import random as kk_random\n"
+        return ("import dataclasses\nimport numpy as np\n"
+                "from kernelkit.fuzz.generator import Record\n"
+                "from kernelkit.lang import random as kk_random\n"
                 "from kernelkit.lang import scalars as kk_scalars\n"
                 "from kernelkit.lang import vectors as kk_vectors\n\n\n" +
                 ast.unparse(to_reference(self.module)) + "\n")
@@ -126,7 +128,18 @@ class Case:
         return clone
 
 
-HEADER = "import math\nimport numpy as np\nimport kernelkit as kk\n\n\n"
+HEADER = ("import dataclasses\nimport math\nimport numpy as np\nimport kernelkit as kk\n"
+          "from kernelkit.fuzz.generator import Record\n\n\n")
+
+
+@dataclass(frozen=True)
+class Record:
+    """The dataclass generated kernels make, replace and read (`statement_struct`)."""
+    first: object
+    second: object
+
+
+RECORD_FIELDS = ("first", "second")
 
 
 def apply_view(base, view: str):
@@ -664,7 +677,7 @@ class Generator:
         rng = self.rng
         choices = [("declare", 6), ("assign", 3), ("if", 2 if depth < 3 else 0),
                    ("for", 2 if depth < 3 else 0), ("while", 1 if depth < 3 else 0),
-                   ("tuple", 1), ("vector", 1)]
+                   ("tuple", 1), ("vector", 1), ("struct", 0.8)]
         if ctx.kernel:
             choices += [("store", 3), ("atomic", 2 if self.atomics(ctx) else 0),
                         ("private", 0.5 if depth < 2 else 0)]
@@ -924,6 +937,44 @@ class Generator:
             uniform = uniform and index._kk_uniform
         for n in names:
             ctx.declare(Var(n, t, None, inexact, uniform))
+        return statements
+
+    def statement_struct(self, ctx, depth):
+        """A `Record` made of two values; maybe a field replaced (`dataclasses.replace`)
+        and the record made again on one side of an `if`, so that it is joined after it;
+        its fields read back into names."""
+        rng = self.rng
+        types = [rng.choice([d for d in self.dtypes if d != "float16"]) for _ in RECORD_FIELDS]
+
+        def values():
+            return [self.cast(ctx, self.expression(ctx, rng_depth(self)), t) for t in types]
+        made = values()
+        held = [[value] for value in made]      # every value each field may hold
+        name = self.fresh("rec")
+        statements = [ast.Assign([_store(name)], _call(_name("Record"), *made))]
+        if self.chance(0.4):
+            position = rng.randrange(len(RECORD_FIELDS))
+            value = self.cast(ctx, self.expression(ctx, rng_depth(self)), types[position])
+            held[position] = [value]
+            replace = ast.Call(_attribute("dataclasses", "replace"), [_name(name)],
+                               [ast.keyword(RECORD_FIELDS[position], value)])
+            statements.append(ast.Assign([_store(name)], replace))
+        uniform = ctx.uniform_control
+        if self.chance(0.4):
+            condition = self.condition(ctx)
+            uniform = uniform and condition._kk_uniform
+            again = values()
+            for field_values, value in zip(held, again):
+                field_values.append(value)
+            statements.append(ast.If(condition, [ast.Assign([_store(name)],
+                                                            _call(_name("Record"), *again))],
+                                     []))
+        for field_name, t, field_values in zip(RECORD_FIELDS, types, held):
+            read = self.fresh("f")
+            statements.append(ast.Assign([_store(read)], ast.Attribute(
+                _name(name), field_name, ast.Load())))
+            ctx.declare(Var(read, t, None, any(v._kk_inexact for v in field_values),
+                            uniform and all(v._kk_uniform for v in field_values)))
         return statements
 
     def statement_call(self, ctx, depth):

@@ -229,6 +229,12 @@ def unify(a: IRType, b: IRType) -> IRType | None:
     if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elements) == len(b.elements):
         elements = tuple(unify(x, y) for x, y in zip(a.elements, b.elements))
         return None if None in elements else TupleType(elements)
+    if isinstance(a, StructType) and isinstance(b, StructType) and \
+            (a.module, a.qualname) == (b.module, b.qualname) and \
+            [name for name, _ in a.fields] == [name for name, _ in b.fields]:
+        fields = tuple(unify(x, y) for (_, x), (_, y) in zip(a.fields, b.fields))
+        return None if None in fields else \
+            StructType(a.module, a.qualname, tuple(zip((n for n, _ in a.fields), fields)))
     return None
 
 

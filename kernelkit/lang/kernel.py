@@ -20,7 +20,8 @@ import numpy as np
 from ..errors import (InternalCompilerError, KernelkitError, LaunchError, SourceError,
                       keeps_internal_frames, raised_at_the_call, without_internal_frames)
 from ..frontend.source import kernel_function
-from ..runtime.arguments import array_type_of
+from ..ir import types as T
+from ..runtime.arguments import array_type_of, struct_class
 from ..runtime.geometry import as_sizes, fit_workgroupsize
 from .intrinsics import Const
 
@@ -44,6 +45,7 @@ class Kernel:
         self.const = tuple(_is_const(p.annotation, function)
                            for p in signature.parameters.values())
         self._specializations: dict = {}
+        self._flatteners: dict = {}   # where a specialization takes a dataclass or tuple
         self._launchers: dict = {}   # (backend, workgroupsize, ndrange) as given -> launch
 
     def __call__(self, backend, workgroupsize=None, ndrange=None):
@@ -191,36 +193,86 @@ class Launcher:
             entry = self._prepared.get(keys)
             if entry is None:
                 entry = self._prepared[keys] = [
-                    self.prepare(args, (ndrange,), self.workgroupsize), None]
-            prepared, fire = entry
+                    *self.prepare(args, (ndrange,), self.workgroupsize), None]
+            prepared, flatten, fire = entry
+            leaves = args if flatten is None else flatten(args)
             if fire is None and self._fast_launcher is not None:
                 # None where these arguments cannot take it (another library's array,
                 # say): asked again at the next launch with these keys.
-                fire = entry[1] = self._fast_launcher(prepared, args)
+                fire = entry[2] = _flattening(flatten, self._fast_launcher(prepared, leaves))
             if fire is not None:
                 self._fire = fire
                 if fire(args, ndrange):
                     return
-            self.backend.launch(prepared, args, (ndrange,), self.workgroupsize)
+            self.backend.launch(prepared, leaves, (ndrange,), self.workgroupsize)
             return
         ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)
-        self.backend.launch(self.prepare(args, ndrange, workgroupsize), args, ndrange,
+        prepared, flatten = self.prepare(args, ndrange, workgroupsize)
+        self.backend.launch(prepared, args if flatten is None else flatten(args), ndrange,
                             workgroupsize)
 
     def prepare(self, args, ndrange, workgroupsize):
         """The kernel compiled and prepared for these arguments' types (once for each
-        distinct backend, workgroupsize and argument types)."""
+        distinct backend, workgroupsize and argument types), and the function that gives
+        the arguments as the prepared kernel takes them (`leaf_flattener`), or None where
+        they are those."""
         kernel, backend = self.kernel, self.backend
         key = (backend, workgroupsize, tuple(map(self._key, args)))
         prepared = kernel._specializations.get(key)
         if prepared is None:
             argtypes = kernel.argument_types(backend, args)
             compiled = kernel.specialize(backend, argtypes, workgroupsize)
-            prepared = backend.prepare(compiled, argtypes, len(ndrange))
+            leaves = tuple(leaf for argtype in argtypes for _, leaf in T.leaves(argtype))
+            prepared = backend.prepare(compiled, leaves, len(ndrange))
             if len(kernel._specializations) >= MAX_SPECIALIZATIONS:
                 kernel._specializations.clear()   # e.g. a new backend for every launch
+                kernel._flatteners.clear()
             kernel._specializations[key] = prepared
-        return prepared
+            flatten = leaf_flattener(argtypes)
+            if flatten is not None:
+                kernel._flatteners[key] = flatten
+        return prepared, kernel._flatteners.get(key)
+
+
+def leaf_flattener(argtypes: tuple[T.IRType, ...]):
+    """`flatten(args) -> tuple | None` where an argument is a dataclass or a tuple: the
+    arguments as the compiled kernel takes them, each of those as its leaves
+    (`T.leaves`: `p.x`, `p.inner.y`, `t[0]`), so that backends see only arrays and
+    numbers; None where the arguments are of other classes or lengths (another
+    launch's). None where no argument is a dataclass or a tuple."""
+    if not any(isinstance(t, (T.StructType, T.TupleType)) for t in argtypes):
+        return None
+    names = [f"a{index}" for index in range(len(argtypes))]
+    checks, parts, scope = [], [], {}
+    for name, argtype in zip(names, argtypes):
+        if isinstance(argtype, T.StructType):
+            scope[f"{name}_class"] = struct_class(argtype)
+            checks.append(f"type({name}) is not {name}_class")
+        elif isinstance(argtype, T.TupleType):
+            checks.append(f"type({name}) is not tuple or len({name}) != "
+                          f"{len(argtype.elements)}")
+        parts += [f"{name}{T.path_text(path)}" for path, _ in T.leaves(argtype)]
+    source = (f"def flatten(args):\n"
+              f"    try:\n"
+              f"        {', '.join(names)}, = args\n"
+              f"    except ValueError:\n"
+              f"        return None\n")
+    if checks:
+        source += f"    if {' or '.join(checks)}:\n        return None\n"
+    source += f"    return ({', '.join(parts)},)\n"
+    exec(compile(source, "<kernelkit argument leaves>", "exec"), scope)  # noqa: S102
+    return scope["flatten"]
+
+
+def _flattening(flatten, fire):
+    """A backend's fast launcher `fire` for arguments given as `flatten` flattens them."""
+    if flatten is None or fire is None:
+        return fire
+
+    def fire_leaves(args, ndrange) -> bool:
+        leaves = flatten(args)
+        return leaves is not None and fire(leaves, ndrange)
+    return fire_leaves
 
 
 def _out_of_range_int(kernel, args) -> LaunchError | None:

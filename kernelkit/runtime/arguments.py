@@ -43,56 +43,61 @@ def scalar_type_of(value) -> T.ScalarType | None:
     return None
 
 
-def struct_type_of(value, name: str, kernel: str) -> T.StructType | T.TupleType | None:
+def struct_type_of(value, name: str, kernel: str, array_type=None
+                   ) -> T.StructType | T.TupleType | None:
     """The argument type of a frozen dataclass instance or a tuple whose leaves are Python
     or NumPy scalars (a dataclass's fields may also hold tuples of scalars and such
-    dataclasses): `StructType` and `TupleType`, their leaves typed as scalar arguments
-    are (NEP 50: a Python float is a weak float, a np.float32 a float32). None for
-    anything else, a tuple of arrays included (`unsupported_argument` says what to do
-    with it); a dataclass that is not frozen, or a leaf of another kind, is an error
-    naming it."""
+    dataclasses, and arrays): `StructType` and `TupleType`, their leaves typed as scalar
+    arguments are (NEP 50: a Python float is a weak float, a np.float32 a float32), a
+    dataclass's arrays by the backend's `array_type(array, where)`. None for anything
+    else, a tuple of arrays included (`unsupported_argument` says what to do with it); a
+    dataclass that is not frozen, or a leaf of another kind, is an error naming it."""
     if isinstance(value, tuple):
         if value and all(hasattr(item, "shape") and not isinstance(item, np.generic)
                          for item in value):
             return None
-    elif not _is_dataclass_instance(value):
+    elif not is_dataclass_instance(value):
         return None
-    return _struct_type(value, name, name, kernel, in_tuple=False)
+    return _struct_type(value, name, name, kernel, False, array_type)
 
 
 _STRUCT_LEAVES = ("Python or NumPy scalars (bool, int, float, np.float32 ...), tuples of "
-                  "them, or frozen dataclasses of those")
+                  "them, arrays, or frozen dataclasses of those")
 
 
-def _struct_type(value, where: str, name: str, kernel: str, in_tuple: bool) -> T.IRType:
+def _struct_type(value, where: str, name: str, kernel: str, in_tuple: bool,
+                 array_type) -> T.IRType:
     """The type of `value`, which is `where` in the argument `name` (`p.inner.x`)."""
     scalar = scalar_type_of(value)
     if scalar is not None:
         return scalar
     kind = type(value)
     if isinstance(value, tuple):
-        return T.TupleType(tuple(_struct_type(item, f"{where}[{position}]", name, kernel, True)
+        return T.TupleType(tuple(_struct_type(item, f"{where}[{position}]", name, kernel, True,
+                                              array_type)
                                  for position, item in enumerate(value)))
-    if _is_dataclass_instance(value) and not in_tuple:
+    if array_type is not None and not in_tuple and _is_array(value):
+        return array_type(value, where)
+    if is_dataclass_instance(value) and not in_tuple:
         if not kind.__dataclass_params__.frozen:
             place = f"argument '{name}'" if where == name else f"argument '{name}': {where}"
             raise LaunchError(f"kernel '{kernel}': {place} is a {kind.__qualname__}, a "
                               f"dataclass that is not frozen; kernels take frozen dataclasses, "
                               f"whose fields cannot change once they are made\n  hint: "
                               f"declare it @dataclasses.dataclass(frozen=True)")
+        remember_struct_class(kind)
         return T.StructType(kind.__module__, kind.__qualname__,
                             tuple((field.name, _struct_type(getattr(value, field.name),
                                                             f"{where}.{field.name}", name,
-                                                            kernel, False))
+                                                            kernel, False, array_type))
                                   for field in dataclasses.fields(value)))
     if in_tuple:
         allowed = "a tuple in a kernel argument holds Python or NumPy scalars or tuples of them"
     else:
         allowed = f"the fields of a dataclass argument hold {_STRUCT_LEAVES}"
-    if isinstance(value, np.ndarray) or in_host_memory(value) or \
-            device_memory(value) is not None:
+    if _is_array(value):
         advice = f"pass the array as an argument of its own and leave it out of '{name}'"
-    elif _is_dataclass_instance(value):
+    elif is_dataclass_instance(value):
         advice = f"pass {where} as an argument of its own"
     elif isinstance(value, (complex, np.complexfloating)):
         advice = "kernels have no complex numbers: hold its real and imaginary parts apart"
@@ -103,19 +108,42 @@ def _struct_type(value, where: str, name: str, kernel: str, in_tuple: bool) -> T
                       f"{shown}, and {allowed}\n  hint: {advice}")
 
 
-def _is_dataclass_instance(value) -> bool:
+_CLASSES: dict[tuple[str, str], type] = {}
+"""The dataclass of each `StructType` an argument was given (by module and qualified
+name; a class defined in a function has no other way back from its type)."""
+
+
+def struct_class(struct: T.StructType) -> type | None:
+    """The class of the dataclasses of `struct`'s type, or None if none was seen."""
+    return _CLASSES.get((struct.module, struct.qualname))
+
+
+def remember_struct_class(kind: type) -> None:
+    _CLASSES[(kind.__module__, kind.__qualname__)] = kind
+
+
+def is_dataclass_instance(value) -> bool:
     return hasattr(type(value), "__dataclass_fields__")
 
 
-def _struct_key(value):
-    """`numpy_argument_key` of a dataclass instance or a tuple: its class, and the keys
-    of what it holds (a Python float and a np.float32 field type apart)."""
+def _is_array(value) -> bool:
+    return isinstance(value, np.ndarray) or in_host_memory(value) or \
+        device_memory(value) is not None
+
+
+def struct_key(value, array_key):
+    """The argument key of a dataclass instance or a tuple: its class, and the keys of
+    what it holds (a Python float and a np.float32 field type apart; an array field by
+    the backend's `array_key`)."""
     if isinstance(value, tuple):
-        return (type(value), *map(_struct_key, value))
-    if _is_dataclass_instance(value):
-        return (type(value), *(_struct_key(getattr(value, field.name))
+        return (type(value), *(struct_key(item, array_key) for item in value))
+    if is_dataclass_instance(value):
+        return (type(value), *(struct_key(getattr(value, field.name), array_key)
                                for field in dataclasses.fields(value)))
-    return type(value)
+    kind = type(value)
+    if kind is float or kind is int or kind is bool or isinstance(value, np.generic):
+        return kind
+    return array_key(value)
 
 
 def supported_dtypes() -> str:
@@ -127,6 +155,14 @@ def supported_dtypes() -> str:
 def array_type_of(dtype, ndim: int, c_contiguous: bool, const: bool, name: str,
                   kernel: str) -> T.ArrayType:
     scalar = T.from_numpy(dtype)
+    if scalar is None and np.dtype(dtype).names:
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' is a structured array "
+                          f"(dtype {dtype}); kernels take its fields as arrays of their own, "
+                          f"held by a frozen dataclass (a struct of arrays: each field's "
+                          f"elements side by side, so that neighbouring work-items read "
+                          f"neighbouring addresses)\n  hint: pass Fields(**{{name: a[name] "
+                          f"for name in a.dtype.names}}), Fields a dataclass with those "
+                          f"fields: the views share the array's memory")
     if scalar is None:
         raise LaunchError(f"kernel '{kernel}': argument '{name}' has dtype {dtype}, which kernels "
                           f"do not support (use {supported_dtypes()})")
@@ -297,8 +333,8 @@ def numpy_argument_key(value):
     if isinstance(value, np.ndarray):   # a subclass: np.memmap, say
         flags = value.flags
         return (kind, value.dtype, value.ndim, flags.c_contiguous, flags.writeable)
-    if isinstance(value, tuple) or _is_dataclass_instance(value):
-        return _struct_key(value)
+    if isinstance(value, tuple) or is_dataclass_instance(value):
+        return struct_key(value, numpy_argument_key)
     try:
         view = host_array(value)
     except Exception:  # the library refuses to share it; argument_type says why, by name
@@ -322,7 +358,26 @@ def numpy_argument_type(value, const: bool, name: str, kernel: str) -> T.IRType 
     scalar = scalar_type_of(value)
     if scalar is not None:
         return scalar
-    return struct_type_of(value, name, kernel)
+    return struct_type_of(value, name, kernel, lambda array, where: numpy_array_field_type(
+        array, const, where, kernel))
+
+
+def numpy_array_field_type(value, const: bool, where: str, kernel: str) -> T.ArrayType:
+    """The type of an array a dataclass argument holds (`where`: `p.x`), which on the
+    host is a NumPy array."""
+    if not isinstance(value, np.ndarray):
+        raise LaunchError(f"kernel '{kernel}': {where} is a {type(value).__name__}; a "
+                          f"dataclass argument's arrays are NumPy arrays on the CPU\n  hint: "
+                          f"hold np.asarray(...) of it, or the backend's array "
+                          f"(kk.to_backend)")
+    if not const and not value.flags.writeable:
+        parameter = where.split(".")[0]
+        raise LaunchError(f"kernel '{kernel}': {where} is read-only (its flags.writeable is "
+                          f"False) and parameter '{parameter}' is not annotated kk.Const, so "
+                          f"the kernel may write it\n  hint: annotate '{parameter}: kk.Const' "
+                          f"if the kernel only reads it; otherwise hold a writable copy")
+    return array_type_of(value.dtype, value.ndim, value.flags.c_contiguous, const, where,
+                         kernel)
 
 
 def read_only_argument(name: str, kernel: str, why: str) -> LaunchError:

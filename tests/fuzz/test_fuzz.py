@@ -37,11 +37,11 @@ def test_float_arrays_of_atomics_start_at_whole_numbers():
     assert outcome.kind == "ok", outcome.detail
 
 
-@pytest.mark.parametrize("seed", [14546, 14578])
+@pytest.mark.parametrize("seed", [18524])
 def test_inexact_float32_math_is_compared_to_float32_precision_in_a_float64_array(seed):
-    """`np.float64(kk.log10(s))` with a float32 `s` (`kk.cbrt` in the seeds before the
-    generator wrote vectors): the C library's float32 function and NumPy's may differ by
-    an ulp of float32, which the float64 array keeps."""
+    """`np.float64(-kk.pow(a, b))` with float32 `a` and `b` (`kk.log10` and `kk.cbrt` in
+    the seeds before the generator wrote dataclasses): the C library's float32 function
+    and NumPy's may differ by an ulp of float32, which the float64 array keeps."""
     case = generate(seed)
     assert case.inexact_precision() == "float32"
     (outcome,) = Runner(["cpu"]).run(case)
