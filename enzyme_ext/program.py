@@ -74,7 +74,9 @@ def _overlaps(a, b) -> bool:
 
 
 def _is_array(value) -> bool:
-    return hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__")
+    """An array (NumPy scalars have an array interface too, and are numbers)."""
+    return not isinstance(value, np.generic) and (
+        hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__"))
 
 
 def _holds_floats(array) -> bool:
@@ -183,8 +185,11 @@ class Recording:
             recorded.tape = rule.augmented_forward(activities, ndrange, workgroupsize)
         if self.mode is not Mode.FORWARD:
             self.launches.append(recorded)
+        # The arrays whose contents its reverse pass reads: kept where a later launch
+        # overwrites them (an array only its adjoint's reverse needs is not).
+        reads = recorded.tape.reads if recorded.tape is not None else frozenset()
         for index, value in enumerate(args):
-            if _is_array(value) and index not in recorded.written:
+            if _is_array(value) and index not in recorded.written and index in reads:
                 self.readers.append((value, recorded))
                 if self.debug and self.mode is not Mode.FORWARD:
                     self.checksums[(id(value), id(recorded))] = _checksum(value)

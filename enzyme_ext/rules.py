@@ -34,7 +34,7 @@ from .program import autodiff_program, is_program
 from .reduce import deterministic_sum
 from .signature import AUGMENTED, COMBINED, FORWARD, GATHER, REVERSE, derivative_parameters
 from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
-from .transform.plugin import WRITTEN, ADPlugin
+from .transform.plugin import REVERSE_READS, WRITTEN, ADPlugin
 
 
 def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
@@ -131,6 +131,7 @@ class Unwrapped:
     values: list
     shadows: list
     names: list        # the parameters', a leaf's as Python reads it: 'state.x'
+    owners: list       # the position of the argument each parameter belongs to
 
     def regrouped(self, derivatives: tuple) -> tuple:
         """One derivative per argument from one per leaf: an Active dataclass's is one of
@@ -251,7 +252,7 @@ class Rule:
         if len(args) != len(self.activities):
             raise LaunchError(f"kernel '{kernel.name}' takes {len(self.activities)} "
                               f"arguments but {len(args)} were given")
-        arguments, values, shadows, names = [], [], [], []
+        arguments, values, shadows, names, owners = [], [], [], [], []
         for argument, activity, name in zip(args, self.activities, kernel.parameters):
             given = _activity_of(argument)
             if given is not activity:
@@ -265,6 +266,7 @@ class Rule:
                 leaves = _leaves(value, name)
                 values.extend(leaf for _, leaf in leaves)
                 names.extend(path for path, _ in leaves)
+                owners.extend(len(arguments) - 1 for _ in leaves)
                 shadows.extend(_leaves(shadow) if shadow is not None else
                                [None] * len(leaves))
                 continue
@@ -306,7 +308,8 @@ class Rule:
             values.append(value)
             shadows.append(shadow)
             names.append(name)
-        return Unwrapped(tuple(arguments), values, shadows, names)
+            owners.append(len(arguments) - 1)
+        return Unwrapped(tuple(arguments), values, shadows, names, owners)
 
     def check_struct(self, value, shadow, activity, name: str, mode: str) -> None:
         """A dataclass or tuple is Const; or, where it holds a float, differentiated:
@@ -501,6 +504,8 @@ class Rule:
             slots = layout.slots(values, self.max_iterations or DEFAULT_MAX_ITERATIONS)
         tape = Tape.for_launch(self.backend, slots, items, geometry, self.kernel.name)
         tape.owner = (self, compiled.job)
+        tape.reads = frozenset(unwrapped.owners[index]
+                               for index in reverse[2].notes[REVERSE_READS])
         arguments = [values[p.index] if p.role == "primal" else tape.arrays[p.field]
                      for p in parameters]
         self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)

@@ -79,6 +79,8 @@ class Tape:
         self.geometry = geometry
         self.kernel = kernel
         self.owner = None       # (the launch rule, the augmented job) that filled it
+        # The arguments (by position) whose contents the launch's reverse pass reads.
+        self.reads = frozenset()
         self.arrays = {}
         used = any(record.fields[name][0].shape[0] for name in record.names[:2])
         for name in record.names:

@@ -4,13 +4,15 @@ The reverse of `out[i] = u[i - 1] + u[i + 1]` adds out's adjoint into u's shadow
 and i + 1, elements that the neighbouring work-items update too: each update an atomic
 (on a CPU a locked compare-and-swap, and no vector loop around it). Where every update of
 a shadow is an add at a constant offset from the work-item's position, made by every
-work-item (in the reverse kernel's first block), of a value computed from the arguments
-and the position alone, the updates are transposed:
+work-item (in the reverse kernel's first block) or by those a test on the arguments and
+the position sends down one side of the first block's branch (a boundary skipped by
+`if`, as GPU users write stencils), of a value computed from the arguments and the
+position alone, the updates are transposed:
 - a gather kernel, launched after the augmented forward kernel and before the reverse
   kernel, gives each work-item one element of the shadow to own, at its position plus
   an anchor offset (the offset most updates have); the work-item computes again, at
-  each neighbour's position, the value that neighbour would add into its element, and
-  adds them up in a fixed order;
+  each neighbour's position, the value that neighbour would add into its element (where
+  the neighbour's test sends it to the update), and adds them up in a fixed order;
 - the elements no work-item owns (the halo along the ndrange's edges) get their updates
   from the gather kernel too, atomically, in the work-groups at those edges only, behind
   a barrier of their own (so the vector loop that gathers has no atomics);
@@ -27,8 +29,8 @@ from dataclasses import dataclass
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ADD, ATOMICS, BARRIER, GROUP_ID, LOAD, LOCAL_ID, NDRANGE,
-                                      STORE, SUB, Trait)
+from kernelkit.ir.definitions import (ADD, ATOMICS, BARRIER, CBR, GROUP_ID, LOAD, LOCAL_ID,
+                                      NDRANGE, STORE, SUB, Trait)
 from kernelkit.ir.function import Block, Function
 from kernelkit.ir.ops import Op, Value, constant_value, is_op
 
@@ -39,11 +41,18 @@ from .positions import global_axis
 @dataclass
 class Site:
     """One atomic add into a shadow: shadow[position[axes[k]] + offsets[k] for each k] +=
-    value, where `ops` compute the value (in block order)."""
+    value, where `ops` compute the value (in block order); where the add is made on one
+    side of the first block's branch only, where `guard` is `taken` (`guard_ops` compute
+    it); `speculable` where its value may be computed where the guard is not taken too
+    (its loads are the same as ones every work-item makes, whichever side it takes)."""
     atomic: Op
     axes: tuple[int, ...]
     offsets: tuple[int, ...]
     ops: list[Op]
+    guard: Value | None = None
+    taken: bool = True
+    guard_ops: tuple[Op, ...] = ()
+    speculable: bool = True
 
     @property
     def value(self) -> Value:
@@ -55,7 +64,11 @@ def gathered_updates(function: Function, shadows: list[Value], workgroupsize
     """The shadows (of `shadows`, the reverse kernel's shadow parameters) whose every
     update can be gathered, each with its updates."""
     entry = function.entry
+    # Block order: the first block's operations, then those of the blocks its branch
+    # leads to (each entered from it alone).
     position = {op: index for index, op in enumerate(entry.ops)}
+    for block in _sides(entry):
+        position.update({op: len(position) + index for index, op in enumerate(block.ops)})
     found = {}
     for shadow in shadows:
         sites = []
@@ -72,20 +85,63 @@ def gathered_updates(function: Function, shadows: list[Value], workgroupsize
     return found
 
 
+def _sides(entry: Block) -> list[Block]:
+    """The blocks the first block's two-way branch leads to, where each is entered from
+    the first block alone and without arguments: where a guarded update may be."""
+    branch = entry.terminator
+    if branch is None or branch.definition is not CBR or \
+            any(successor.args for successor in branch.successors):
+        return []
+    targets = [successor.block for successor in branch.successors]
+    if targets[0] is targets[1]:
+        return []
+    predecessors = entry.function.predecessors()
+    return [block for block in targets if predecessors[block] == [entry]]
+
+
 def _site(op: Op, shadow: Value, entry: Block, position: dict, workgroupsize
           ) -> Site | None:
-    if op.definition is not ATOMICS["add"] or op.block is not entry or op.operands[0] is not \
-            shadow or not op.type.is_float or _used(op, entry):
+    if op.definition is not ATOMICS["add"] or op.operands[0] is not shadow or \
+            not op.type.is_float or _used(op, entry):
         return None
+    guard, taken, guard_ops = None, True, ()
+    if op.block is not entry:
+        if op.block not in _sides(entry):
+            return None
+        branch = entry.terminator
+        guard, taken = branch.operands[0], branch.successors[0].block is op.block
+        guard_ops = _computation(guard, (entry,), position)
+        if guard_ops is None:
+            return None
     places = [_position_plus_constant(index, workgroupsize) for index in op.operands[1:-1]]
     # The axes may come in any order (x[j, i]): every site of a shadow has the same order
     # (`gathered_updates`), so each element still has one owner, which alone updates it.
     if None in places or sorted(axis for axis, _ in places) != list(range(len(workgroupsize))):
         return None
-    ops = _computation(op.operands[-1], entry, position)
+    ops = _computation(op.operands[-1], (entry, op.block), position)
     if ops is None:
         return None
-    return Site(op, tuple(axis for axis, _ in places), tuple(o for _, o in places), ops)
+    return Site(op, tuple(axis for axis, _ in places), tuple(o for _, o in places), ops,
+                guard, taken, tuple(guard_ops), guard is None or _speculable(ops, entry))
+
+
+def _speculable(ops: list[Op], entry: Block) -> bool:
+    """Whether each load of `ops` on a side of the first block's branch is made on the
+    other side too (the same array at the same index values), or in the first block: a
+    load every work-item makes, so valid at any position of the ndrange."""
+    sides = _sides(entry)
+    if len(sides) != 2:
+        return False
+
+    def made_in(block: Block, load: Op) -> bool:
+        return any(other.definition is LOAD and len(other.operands) == len(load.operands)
+                   and all(a is b for a, b in zip(other.operands, load.operands))
+                   for other in block.ops)
+    for load in (op for op in ops if op.definition is LOAD and op.block is not entry):
+        other = sides[1] if load.block is sides[0] else sides[0]
+        if not (made_in(other, load) or made_in(entry, load)):
+            return False
+    return True
 
 
 def _used(op: Op, entry: Block) -> bool:
@@ -112,17 +168,19 @@ def _position_plus_constant(value: Value, workgroupsize) -> tuple[int, int] | No
     return inner[0], inner[1] + (constant if is_op(value, ADD) else -constant)
 
 
-def _computation(value: Value, entry: Block, position: dict) -> list[Op] | None:
+def _computation(value: Value, blocks: tuple[Block, ...], position: dict
+                 ) -> list[Op] | None:
     """The operations `value` is computed from, in block order, if it can be computed
     again at another work-item's position before the reverse kernel runs: pure
-    operations and loads of argument arrays that nothing writes before them, in the
-    first block."""
+    operations and loads of argument arrays that nothing writes before them, in
+    `blocks` (the first block, and the side of its branch the value is on)."""
+    entry = blocks[0]
     needed, stack = set(), [value]
     while stack:
         v = stack.pop()
         if v in needed or v in entry.params:
             continue
-        if not isinstance(v, Op) or v.block is not entry:
+        if not isinstance(v, Op) or v.block not in blocks:
             return None
         if v.definition is LOAD:
             if v.operands[0] not in entry.params:
@@ -132,8 +190,9 @@ def _computation(value: Value, entry: Block, position: dict) -> list[Op] | None:
         needed.add(v)
         stack.extend(v.operands)
     ops = sorted(needed, key=position.__getitem__)
+    before = [op for block in blocks for op in block.ops]
     for load in (op for op in ops if op.definition is LOAD):
-        for earlier in entry.ops[:position[load]]:
+        for earlier in before[:before.index(load)]:
             if _may_write(earlier, load.operands[0]):
                 return None
     return ops
@@ -161,8 +220,30 @@ class Positions:
                                                                    T.int64)), local)
 
     def value_at(self, site: Site, at: list[Value | None], mapped: dict) -> Value:
+        """The value `site` adds, as the work-item at `at` computes it; zero where that
+        work-item's test keeps it from the update (computed only where it does not)."""
+        if site.guard is None:
+            return self.computed(site.ops, site.value, at, mapped)
+        b = self.b
+        guard = self.computed(site.guard_ops, site.guard, at, mapped)
+        if not site.taken:
+            guard = b.compare("eq", guard, b.constant(False, T.bool_))
+        zero = b.constant(0.0, site.value.type)
+        if site.speculable:     # no branch in the gathering loop (a vector select)
+            return b.select(guard, self.computed(site.ops, site.value, at, mapped), zero)
+        update, join = b.new_block(), b.new_block()
+        result = join.add_param(site.value.type, "update")
+        b.cbr(guard, update, [], join, [zero])
+        b.position_at_end(update)
+        b.br(join, [self.computed(site.ops, site.value, at, mapped)])
+        b.position_at_end(join)
+        return result
+
+    def computed(self, ops: list[Op], value: Value, at: list[Value | None], mapped: dict
+                 ) -> Value:
+        """`value`, which `ops` compute, computed again at `at`."""
         b, copies = self.b, dict(mapped)
-        for op in site.ops:
+        for op in ops:
             axis = global_axis(op, self.workgroupsize)
             if axis is not None and at[axis] is not None:
                 copies[op] = at[axis]
@@ -176,7 +257,7 @@ class Positions:
             b.loc = op.loc
             copies[op] = b.op(op.definition, [copies.get(v, v) for v in op.operands],
                               op.type, dict(op.attrs))
-        return copies.get(site.value, site.value)
+        return copies.get(value, value)
 
 
 def within(b: Builder, workgroupsize, shifts: list[dict[int, int]], ndim: int) -> Value:
@@ -301,7 +382,13 @@ def halo_updates(b: Builder, positions: Positions, own: list[Value], target: Val
         update, following = b.new_block(), b.new_block()
         b.cbr(inside_ndrange(b, owner), following, [], update, [])
         b.position_at_end(update)
-        value = positions.value_at(site, [None] * ndim, mapped)
+        if site.guard is not None:      # the work-item's own test, as the reverse kernel's
+            guarded = b.new_block()
+            guard = positions.computed(site.guard_ops, site.guard, [None] * ndim, mapped)
+            b.cbr(guard, *((guarded, [], following, []) if site.taken else
+                           (following, [], guarded, [])))
+            b.position_at_end(guarded)
+        value = positions.computed(site.ops, site.value, [None] * ndim, mapped)
         element = [b.binary("add", own[axis], b.constant(offset, T.int64))
                    for axis, offset in zip(site.axes, site.offsets)]
         b.op(ATOMICS["add"], [target, *element, b.cast(value, target.type.dtype)],
@@ -318,4 +405,4 @@ def leave_out(reverse: Function, updates: dict[Value, list[Site]]) -> None:
     """The reverse kernel without the updates the gather kernel makes."""
     for sites in updates.values():
         for site in sites:
-            reverse.entry.ops.remove(site.atomic)
+            site.atomic.block.ops.remove(site.atomic)

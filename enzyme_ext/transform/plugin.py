@@ -17,7 +17,7 @@ from dataclasses import replace
 from kernelkit.compiler.plugins import Plugin
 from kernelkit.passes import Pipeline
 from kernelkit.ir import types as T
-from kernelkit.ir.definitions import INTRINSIC
+from kernelkit.ir.definitions import INTRINSIC, STORE
 from kernelkit.ir.function import Function, Module
 from kernelkit.ir.ops import Op
 
@@ -40,6 +40,9 @@ WRITTEN = "enzyme.written"
 """The key of `Module.notes` (and of a derivative kernel's notes) that gives the positions
 of the parameters the primal kernel stores into or updates atomically: the launch rule
 refuses arguments that share memory with one of them (`rules.py`)."""
+REVERSE_READS = "enzyme.reverse_reads"
+"""The key of the notes that give the positions of the primal parameters whose contents
+the reverse kernels read (`reverse_reads`)."""
 CLEAN_UP = ("simplify", "dce", "cse", "simplify", "dce")
 
 
@@ -94,6 +97,9 @@ class ADPlugin(Plugin):
             reverse_parameters = derivative_parameters(REVERSE, activities, names, types,
                                                        shadows)
             gather = gathered(module, reverse, reverse_parameters, workgroupsize)
+            module.notes[REVERSE_READS] = reverse_reads(
+                [function for function in (reverse, gather) if function is not None],
+                reverse_parameters)
             layout = replace(tape_layout(kernel, plan), gather=gather is not None)
             module.notes[self.name] = layout
             if mode == COMBINED:
@@ -118,6 +124,21 @@ class ADPlugin(Plugin):
         # The derivative kernel is built block by block, with values recomputed where
         # they are needed: the generic clean-up passes merge and share what they can.
         Pipeline(CLEAN_UP)(module)
+
+
+def reverse_reads(functions: list[Function], parameters) -> tuple[int, ...]:
+    """The primal parameters (by position) whose contents the reverse kernels (`functions`:
+    the reverse kernel and its gather kernel, whose parameters are the same) may read:
+    every one they use other than as where a store goes. A program need not keep the
+    values of an array no reverse kernel reads when a later launch overwrites it."""
+    read = set()
+    for function in functions:
+        for op in function.ops():
+            operands = op.operands[1:] if op.definition is STORE else op.operands
+            read.update(operand for operand in operands if operand in function.params)
+    return tuple(sorted({p.index for function in functions
+                         for param, p in zip(function.params, parameters)
+                         if p.role == "primal" and param in read}))
 
 
 def gathered(module: Module, reverse: Function, parameters, workgroupsize

@@ -24,6 +24,11 @@ from .source import describe
 from .values import PyConst, StructValue, Undefined, is_const
 
 
+# Operators that cannot fail whatever their operands (no division, no shift past the
+# width, no power).
+_HARMLESS_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.BitAnd, ast.BitOr, ast.BitXor)
+
+
 class Expressions:
     # -- expressions ----------------------------------------------------------------------
 
@@ -180,6 +185,18 @@ class Expressions:
             if bool(constant_value(condition)) == is_and:
                 return self.expr(right_node)
             return left
+        if self.harmless(right_node):
+            # Nothing to skip: a select, not a branch (one block, one test of the whole
+            # condition: vector code on the CPU, a boundary the derivative works out).
+            right = self.expr(right_node)
+            self.require_scalar(right, right_node)
+            result_type = T.unify(left.type, right.type)
+            if result_type is None:
+                raise self.error(f"the operands of '{'and' if is_and else 'or'}' have "
+                                 f"incompatible types {left.type.name} and {right.type.name}",
+                                 node)
+            left, right = self.cast(left, result_type), self.cast(right, result_type)
+            return self.builder.select(condition, *((right, left) if is_and else (left, right)))
         right_block = self.builder.new_block()
         join = self.builder.new_block()
         left_block = self.builder.block
@@ -205,6 +222,34 @@ class Expressions:
         next(s for s in branch.successors if s.block is join).args = [converted]
         self.builder.position_at_end(join)
         return param
+
+    def harmless(self, node: ast.expr) -> bool:
+        """Whether evaluating `node` where Python would skip it changes nothing: it reads
+        no memory, calls nothing and cannot fail (names, constants, comparisons, `+ - *`
+        and bitwise arithmetic, unary operators, attributes such as `a.shape`, and items
+        of tuples at constant places), so that `and` and `or` may evaluate it
+        regardless."""
+        if isinstance(node, (ast.Constant, ast.Name)):
+            return True
+        if isinstance(node, ast.Compare):
+            return self.harmless(node.left) and all(map(self.harmless, node.comparators))
+        if isinstance(node, ast.BoolOp):
+            return all(map(self.harmless, node.values))
+        if isinstance(node, ast.UnaryOp):
+            return self.harmless(node.operand)
+        if isinstance(node, ast.BinOp):
+            return isinstance(node.op, _HARMLESS_OPERATORS) and self.harmless(node.left) and \
+                self.harmless(node.right)
+        if isinstance(node, ast.Attribute):
+            return isinstance(node.value, ast.Name)
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            base = node.value       # an item of a tuple or of a shape, at a constant place
+            if isinstance(base, ast.Attribute) and base.attr == "shape":
+                return self.harmless(base)
+            held = self.env.get(base.id) if isinstance(base, ast.Name) else None
+            return (isinstance(held, PyConst) and isinstance(held.value, tuple)) or (
+                isinstance(held, Value) and isinstance(held.type, T.TupleType))
+        return False
 
     def expr_Compare(self, node: ast.Compare):
         return self.compare_chain(self.expr(node.left), list(zip(node.ops, node.comparators)),

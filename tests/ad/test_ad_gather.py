@@ -246,3 +246,77 @@ def test_an_array_read_at_one_offset_is_updated_without_atomics(backend, n):
     expected = dx.copy()
     expected[1:] += 2.0 * x[1:] * dy
     np.testing.assert_allclose(got_dx, expected, rtol=1e-13, atol=1e-14)
+
+
+# --- stencils whose boundary a test skips, as GPU users write them ------------------------
+
+
+@kk.kernel
+def guarded_heat_step(out, u, alpha):
+    """The whole array's ndrange; the boundary copied on one side of an `if`."""
+    i, j = kk.index(kk.Global, kk.NTuple)
+    rows, cols = kk.ndrange()
+    if i == 0 or j == 0 or i == rows - 1 or j == cols - 1:
+        out[i, j] = u[i, j]
+    else:
+        laplacian = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * u[i, j]
+        out[i, j] = u[i, j] + alpha * laplacian
+
+
+@kk.kernel
+def interior_only_step(out, u, alpha):
+    """The boundary skipped by an `if` without an `else`: its updates are made on one
+    side only, and the loads behind the test are made by the interior alone."""
+    i, j = kk.index(kk.Global, kk.NTuple)
+    rows, cols = u.shape
+    if 0 < i and i < rows - 1 and 0 < j and j < cols - 1:
+        laplacian = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * u[i, j]
+        out[i, j] = u[i, j] + alpha * laplacian
+
+
+def guarded_heat_adjoints(u, dout, du, alpha, copies_boundary):
+    rows, cols = u.shape
+    expected_du, expected_dalpha = du.copy(), 0.0
+    for r in range(rows):
+        for c in range(cols):
+            g = dout[r, c]
+            if r in (0, rows - 1) or c in (0, cols - 1):
+                if copies_boundary:
+                    expected_du[r, c] += g
+                continue
+            expected_du[r, c] += (1.0 - 4.0 * alpha) * g
+            for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+                expected_du[nr, nc] += alpha * g
+            laplacian = u[r - 1, c] + u[r + 1, c] + u[r, c - 1] + u[r, c + 1] - 4.0 * u[r, c]
+            expected_dalpha += g * laplacian
+    return expected_du, expected_dalpha
+
+
+@pytest.mark.parametrize("kernel, copies_boundary", [(guarded_heat_step, True),
+                                                     (interior_only_step, False)],
+                         ids=["if-else", "if-only"])
+@pytest.mark.parametrize("shape, workgroupsize", [((16, 32), (16, 16)), ((13, 21), (4, 8)),
+                                                  ((3, 40), (1, 16))],
+                         ids=["whole groups", "partial groups", "three rows"])
+def test_a_stencil_behind_a_boundary_test_gathers_its_updates(backend, kernel,
+                                                              copies_boundary, shape,
+                                                              workgroupsize):
+    rng = np.random.default_rng(4)
+    u, out = rng.standard_normal(shape), rng.standard_normal(shape)
+    dout, du = rng.standard_normal(shape), rng.standard_normal(shape)
+    alpha = 0.15
+    ir = reverse_kernel_ir(backend, kernel, workgroupsize, (out, u, alpha),
+                           (Duplicated, Duplicated, Active))
+    assert "atomic" not in ir
+    result, (got_dout, got_du) = reverse(backend, kernel, workgroupsize, shape,
+                                         ((out, dout), (u, du), alpha),
+                                         (Duplicated, Duplicated, Active))
+    expected_du, expected_dalpha = guarded_heat_adjoints(u, dout, du, alpha, copies_boundary)
+    expected_dout = dout.copy()
+    if copies_boundary:
+        expected_dout[...] = 0.0
+    else:
+        expected_dout[1:-1, 1:-1] = 0.0
+    np.testing.assert_allclose(got_du, expected_du, rtol=1e-13, atol=1e-14)
+    np.testing.assert_array_equal(got_dout, expected_dout)
+    assert result[2] == pytest.approx(expected_dalpha, rel=1e-12)

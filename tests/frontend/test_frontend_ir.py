@@ -1,7 +1,7 @@
 """What the frontend makes of Python, read in the IR it hands to the passes (the module
 KERNELKIT_DUMP writes first): names become SSA values and loop-carried names block
 parameters; a name whose type a loop changes is retyped before the loop; `and`/`or`
-short-circuit; captured Python values become constants; operations keep their line."""
+short-circuit where the right operand reads memory (a select where it cannot fail); captured Python values become constants; operations keep their line."""
 import re
 
 import numpy as np
@@ -63,6 +63,23 @@ def test_and_short_circuits_the_load_behind_it(frontend_ir):
                                          np.ones(4, np.float32)))
     first_branch = text.index("cbr ")
     assert text.index("load ") > first_branch, text   # x[i - 1] only where i > 0
+
+
+@kk.kernel
+def interior(y, x: kk.Const):
+    i = kk.index(kk.Global)
+    n = x.shape[0]
+    if 0 < i and i < n - 1 or not (i != n - 1):
+        y[i] = x[i]
+
+
+def test_and_or_of_tests_that_read_nothing_are_selects_with_one_branch(frontend_ir):
+    """Where the right operand reads no memory and cannot fail, skipping it saves
+    nothing: the condition is one value, tested by one branch (a boundary the derivative
+    works out again, vector code on the CPU)."""
+    text = without_locations(frontend_ir(interior, np.zeros(4, np.float32),
+                                         np.ones(4, np.float32)))
+    assert text.count("cbr ") == 1 and text.count("select ") >= 2, text
 
 
 @kk.kernel
