@@ -237,3 +237,28 @@ def test_a_numpy_assignment_between_launches_is_an_error_in_debug_mode():
     with pytest.raises(Exception, match=r"argument 1 of a launch of 'square'.*changed by "
                                         r"code other than a kernel or kk.copyto"):
         gradient(program, argnums=0)(x0(), 1.5)
+
+
+# -- what the recording keeps -------------------------------------------------------------
+
+
+def test_an_array_no_reverse_pass_reads_is_not_copied_when_overwritten(backend):
+    """The ping-pong heat loop with alpha a constant is linear: its reverse passes read
+    only adjoints, so no buffer is copied when the next step overwrites it, and with
+    alpha Active each step's reverse reads its input, which is then kept."""
+    from enzyme_ext.activities import Mode
+    from enzyme_ext.program import record
+
+    def kept(alpha):
+        activities = [Duplicated(on(backend, x0()), kk.zeros(backend, np.float64, N)),
+                      alpha]
+        recording, _ = record(Mode.REVERSE, lambda u, a: ping_pong(backend, u, a, steps=5),
+                              activities)
+        return sum(len(launch.restores) for launch in recording.launches)
+
+    assert kept(Const(0.2)) == 0
+    assert kept(Active(0.2)) >= 4
+    grad = gradient(lambda x, a: ping_pong(backend, x, a, steps=5), argnums=0)
+    dx = kk.to_numpy(grad(on(backend, x0()), 0.2))
+    expected = central_difference(lambda x: loss_of(backend, ping_pong, x, 0.2, 5), x0())
+    np.testing.assert_allclose(dx, expected, rtol=1e-6, atol=1e-8)
