@@ -408,6 +408,8 @@ class Expressions:
     # -- arrays and tuples ----------------------------------------------------------------
 
     def subscript_load(self, base, index, node) -> Value:
+        if isinstance(base, StructValue):
+            return self.element_of(base, index, node)
         if isinstance(base, PyConst) and isinstance(base.value, tuple):
             position = self.constant_index(index, len(base.value), node)
             return self.python_value(base.value[position], node)
@@ -423,6 +425,9 @@ class Expressions:
     def subscript_store(self, base, index, value, node) -> None:
         """`node` (`base[index] = value`): an array's element, or a vector's or matrix's
         elements, which gives the name that holds it a new vector."""
+        if isinstance(base, StructValue):
+            self.store_element(base, index, value, node)
+            return
         if isinstance(base, Value) and isinstance(base.type, T.VectorType):
             self.assign(node.value, self.vector_with(base, self.vector_offsets(base, index, node),
                                                      value, node))

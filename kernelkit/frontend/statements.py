@@ -643,7 +643,10 @@ class Statements:
 
     def assign_attribute(self, target: ast.Attribute, value) -> None:
         """`v.x = ...` on a vector (its element, as `v[0] = ...`); an error otherwise, and
-        the one for a dataclass argument says what to do."""
+        the one for a dataclass argument says what to do; `s[i].x = ...` of a dataclass
+        of arrays, its field's element."""
+        if self.assign_element_field(target, value):
+            return
         base = self.expr(target.value)
         if isinstance(base, Value) and isinstance(base.type, T.VectorType):
             position = self.component_position(base, target)

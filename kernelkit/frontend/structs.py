@@ -125,6 +125,57 @@ class Structs:
                              hint="define the dataclass at the top level of a module")
         return target
 
+    # -- a dataclass of arrays, indexed as one array of dataclasses -----------------------
+
+    def arrays_of(self, struct: StructValue, node) -> dict[str, Value]:
+        """The fields of a dataclass that holds arrays of one rank, every field one (a
+        struct of arrays, which `s[i]` reads as one dataclass); else an error."""
+        fields = struct.fields
+        if not fields or not all(isinstance(v, Value) and isinstance(v.type, T.ArrayType)
+                                 for v in fields.values()) or \
+                len({v.type.ndim for v in fields.values()}) != 1:
+            raise self.error(f"a {struct.class_name} cannot be indexed: only a dataclass "
+                             f"whose fields are all arrays of one rank is (its element "
+                             f"s[i] is the dataclass of the fields' elements)", node,
+                             hint="index one of its fields (s.x[i])")
+        return fields
+
+    def element_of(self, struct: StructValue, index, node) -> StructValue:
+        """`s[i]` of a struct of arrays: its fields' elements at `i`, as a dataclass of
+        the same class holding numbers."""
+        loads = {name: self.subscript_load(array, index, node)
+                 for name, array in self.arrays_of(struct, node).items()}
+        return StructValue(T.StructType(struct.type.module, struct.type.qualname, tuple(
+            (name, value.type) for name, value in loads.items())), loads)
+
+    def store_element(self, struct: StructValue, index, value, node) -> None:
+        """`s[i] = p` of a struct of arrays: each field of `p` (a dataclass with the same
+        fields) into its array's element at `i`."""
+        arrays = self.arrays_of(struct, node)
+        if not isinstance(value, StructValue) or list(value.fields) != list(arrays):
+            raise self.error(f"an element of a {struct.class_name} is a dataclass with the "
+                             f"fields {', '.join(arrays)}, not a {self.type_name(value)}",
+                             node, hint=f"store {struct.class_name}(...) or a field at a "
+                                        f"time (s.x[i] = ...)")
+        for name, array in arrays.items():
+            self.subscript_store(array, index, value.fields[name], node)
+
+    def assign_element_field(self, target: ast.Attribute, value) -> bool:
+        """`s[i].x = v` of a struct of arrays (its field's array at `i`); False where
+        `target` is not that."""
+        element = target.value
+        if not isinstance(element, ast.Subscript):
+            return False
+        struct = self.expr(element.value)
+        if not isinstance(struct, StructValue):
+            return False
+        array = self.arrays_of(struct, target).get(target.attr)
+        if array is None:
+            raise self.error(f"{struct.class_name} has no field '{target.attr}'; its fields "
+                             f"are {', '.join(struct.fields)}", target)
+        self.subscript_store(array, self.expr(element.slice), value, target)
+        return True
+
     # -- across IR boundaries -----------------------------------------------------------
 
     def flattened(self, struct: StructValue) -> Value:

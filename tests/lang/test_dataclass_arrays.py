@@ -136,3 +136,43 @@ def test_an_array_field_of_another_library_on_the_cpu_is_refused_naming_the_fiel
     with pytest.raises(kk.LaunchError, match=r"grid.values is a HostArray; a dataclass "
                                              r"argument's arrays are NumPy arrays on the CPU"):
         run(kk.CPU(), scaled_copy, np.zeros((8, 8), np.float32), grid, ndrange=(8, 8))
+
+
+# --- a struct of arrays indexed as one array of dataclasses ----------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Bodies:
+    x: object
+    v: object
+
+
+@kk.kernel
+def drift(bodies, dt: float):
+    i = kk.index(kk.Global)
+    body = bodies[i]                     # each field's element at i
+    bodies[i] = Bodies(body.x + dt * body.v, 0.5 * body.v)
+    bodies[i].x += 1.0
+    bodies[i].v = bodies[i].v + 2.0
+
+
+def test_a_dataclass_of_arrays_reads_and_writes_as_one_array_of_dataclasses(backend):
+    x, v = np.arange(N, dtype=np.float64), np.linspace(-1, 1, N).astype(np.float32)
+    bodies = Bodies(kk.to_backend(backend, x.copy()), kk.to_backend(backend, v.copy()))
+    run(backend, drift, bodies, 0.1)
+    # dt * v is float32 (NEP 50: a Python float adopts the float32 it multiplies)
+    np.testing.assert_array_equal(kk.to_numpy(bodies.x), x + (np.float32(0.1) * v) + 1.0)
+    np.testing.assert_array_equal(kk.to_numpy(bodies.v), np.float32(0.5) * v + np.float32(2))
+
+
+@kk.kernel
+def indexes_a_dataclass_of_numbers(out, grid: kk.Const):
+    i = kk.index(kk.Global)
+    out[i] = grid[i].scale
+
+
+def test_indexing_a_dataclass_that_is_not_all_arrays_is_an_error_naming_what_is():
+    grid = Grid(np.zeros((8, 8), np.float32), np.float32(1))
+    with pytest.raises(kk.CompileError, match=r"a Grid cannot be indexed: only a dataclass "
+                                              r"whose fields are all arrays of one rank is"):
+        run(kk.CPU(), indexes_a_dataclass_of_numbers, np.zeros(N, np.float32), grid)
