@@ -104,14 +104,20 @@ def _pow_partials(b, operands, result):
 
 @partials_of(ARITHMETIC["min"])
 def _min_partials(b, operands, result):
-    x, y = operands            # min keeps x unless y < x
-    return _chosen(b, b.compare("ge", y, x), x)
+    x, y = operands            # min keeps x unless y < x (a nan y too, as Python's does)
+    return _chosen(b, _not(b, b.compare("lt", y, x)), x)
 
 
 @partials_of(ARITHMETIC["max"])
 def _max_partials(b, operands, result):
-    x, y = operands            # max keeps x unless y > x
-    return _chosen(b, b.compare("le", y, x), x)
+    x, y = operands            # max keeps x unless y > x (a nan y too, as Python's does)
+    return _chosen(b, _not(b, b.compare("gt", y, x)), x)
+
+
+def _not(b: Builder, condition: Value) -> Value:
+    """Not `condition`: where a comparison with nan is false, its negation is true (so
+    `not y > x` and `y <= x` differ)."""
+    return b.compare("eq", condition, b.constant(False, T.bool_))
 
 
 @partials_of(ARITHMETIC["floordiv"])

@@ -45,3 +45,31 @@ def test_the_branch_not_taken_carries_no_derivative(backend):
              Duplicated(kk.to_backend(backend, x), kk.to_backend(backend, np.full(n, 2.0))),
              0.0, ndrange=n)
     np.testing.assert_array_equal(kk.to_numpy(tangent), np.full(n, 2.0))
+
+
+@kk.kernel
+def kept_against_nan(y, t: kk.Const, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = max(t[i], kk.sqrt(x[i])) + min(t[i], kk.sqrt(x[i]))
+
+
+def test_min_and_max_against_a_nan_pass_on_the_operand_they_keep(backend):
+    """Python's max(t, nan) and min(t, nan) keep t (nan compares false), and so do the
+    kernel's: the derivative goes to t as well, not to the nan (found by the AD fuzzer's
+    seed 31, an erfcinv outside its domain)."""
+    n = 8
+    t, x = np.linspace(-1.0, 1.0, n), np.where(np.arange(n) % 2 == 0, -1.0, 4.0)
+    seed = kk.to_backend(backend, np.ones(n))
+    d_t = kk.zeros(backend, np.float64, n)
+    autodiff(Reverse, kept_against_nan(backend, 4), Duplicated(kk.zeros(backend, np.float64, n),
+                                                               seed),
+             Duplicated(kk.to_backend(backend, t), d_t), kk.to_backend(backend, x), ndrange=n)
+    # where sqrt(x) is nan both keep t (2); where it is 2, one of them keeps t (1)
+    expected = np.where(np.arange(n) % 2 == 0, 2.0, 1.0)
+    np.testing.assert_array_equal(kk.to_numpy(d_t), expected)
+    tangent = kk.zeros(backend, np.float64, n)
+    autodiff(Forward, kept_against_nan(backend, 4), Duplicated(kk.zeros(backend, np.float64, n),
+                                                               tangent),
+             Duplicated(kk.to_backend(backend, t), kk.to_backend(backend, np.ones(n))),
+             kk.to_backend(backend, x), ndrange=n)
+    np.testing.assert_array_equal(kk.to_numpy(tangent), expected)
