@@ -30,7 +30,7 @@ from kernelkit.logs import get_logger
 from .activities import (Activity, Active, Const, Duplicated, Mode, activity_class)
 from .device import translate_call
 from .jobs import compiler_job_from_backend, derivative_job
-from .program import autodiff_program, is_program
+from .program import _is_array, autodiff_program, is_program
 from .reduce import deterministic_sum
 from .signature import AUGMENTED, COMBINED, FORWARD, GATHER, REVERSE, derivative_parameters
 from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
@@ -162,9 +162,7 @@ def _differentiated_leaf(leaf: T.IRType, activity: str, mode: str) -> bool:
 def _is_struct(value) -> bool:
     """A dataclass or a tuple of numbers, passed to a kernel as its leaves."""
     return (dataclasses.is_dataclass(value) and not isinstance(value, type)) or \
-        (isinstance(value, tuple) and not any(hasattr(item, "shape") and
-                                              not isinstance(item, np.generic)
-                                              for item in value))
+        (isinstance(value, tuple) and not any(map(_is_array, value)))
 
 
 def _leaves(value, path: str = "") -> list:
@@ -179,9 +177,6 @@ def _leaves(value, path: str = "") -> list:
                 for leaf in _leaves(item, path and f"{path}[{position}]")]
     return [(path, value)] if path else [value]
 
-
-def _is_array(value) -> bool:
-    return hasattr(value, "shape") and not isinstance(value, np.generic)
 
 
 def _leaf_kind(leaf):

@@ -67,7 +67,8 @@ def gathered_updates(function: Function, shadows: list[Value], workgroupsize
     # Block order: the first block's operations, then those of the blocks its branch
     # leads to (each entered from it alone).
     position = {op: index for index, op in enumerate(entry.ops)}
-    for block in _sides(entry):
+    sides = _sides(entry)
+    for block in sides:
         position.update({op: len(position) + index for index, op in enumerate(block.ops)})
     found = {}
     for shadow in shadows:
@@ -75,7 +76,7 @@ def gathered_updates(function: Function, shadows: list[Value], workgroupsize
         for op in function.ops():
             if not any(operand is shadow for operand in op.all_operands()):
                 continue
-            site = _site(op, shadow, entry, position, workgroupsize)
+            site = _site(op, shadow, entry, sides, position, workgroupsize)
             if site is None or (sites and site.axes != sites[0].axes):
                 break
             sites.append(site)
@@ -99,14 +100,14 @@ def _sides(entry: Block) -> list[Block]:
     return [block for block in targets if predecessors[block] == [entry]]
 
 
-def _site(op: Op, shadow: Value, entry: Block, position: dict, workgroupsize
-          ) -> Site | None:
+def _site(op: Op, shadow: Value, entry: Block, sides: list[Block], position: dict,
+          workgroupsize) -> Site | None:
     if op.definition is not ATOMICS["add"] or op.operands[0] is not shadow or \
             not op.type.is_float or _used(op, entry):
         return None
     guard, taken, guard_ops = None, True, ()
     if op.block is not entry:
-        if op.block not in _sides(entry):
+        if op.block not in sides:
             return None
         branch = entry.terminator
         guard, taken = branch.operands[0], branch.successors[0].block is op.block
@@ -122,14 +123,13 @@ def _site(op: Op, shadow: Value, entry: Block, position: dict, workgroupsize
     if ops is None:
         return None
     return Site(op, tuple(axis for axis, _ in places), tuple(o for _, o in places), ops,
-                guard, taken, tuple(guard_ops), guard is None or _speculable(ops, entry))
+                guard, taken, tuple(guard_ops), guard is None or _speculable(ops, entry, sides))
 
 
-def _speculable(ops: list[Op], entry: Block) -> bool:
+def _speculable(ops: list[Op], entry: Block, sides: list[Block]) -> bool:
     """Whether each load of `ops` on a side of the first block's branch is made on the
     other side too (the same array at the same index values), or in the first block: a
     load every work-item makes, so valid at any position of the ndrange."""
-    sides = _sides(entry)
     if len(sides) != 2:
         return False
 
