@@ -272,6 +272,15 @@ def describe_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
+def renewed(values: tuple) -> tuple:
+    """`values` with each number a new object of the same value, as a user's loop passes
+    a time step or a coefficient it computed each time (a launch path that knew a scalar
+    by its object would be faster here than users find it). Both sides of a case pass
+    their arguments through it alike."""
+    return tuple(type(value)(value) if isinstance(value, np.generic) else
+                 value * 1.0 if type(value) is float else value for value in values)
+
+
 def measure_peers(ctx: Context, operation: str, host_inputs: tuple, calls: int = 1
                   ) -> dict[str, Timing | None]:
     """Time `peer.<operation>(*inputs)` for every peer, each on its own copy of the inputs."""
@@ -288,7 +297,7 @@ def measure_peers(ctx: Context, operation: str, host_inputs: tuple, calls: int =
 
         def run() -> None:
             for _ in range(calls):
-                function(*inputs)
+                function(*renewed(inputs))
             peer.synchronize()
 
         timings[peer.name] = measure(run, ctx.sizes, calls)
@@ -348,7 +357,8 @@ def fresh_python_script(source: str, directory: str | None = None, field: int = 
 def _memory_bound_case(ctx: Context, size: str, operation: str, launch, outputs_and_inputs,
                        check, peer_inputs: tuple, bytes_moved: int) -> Measurement:
     """Time `launch(*outputs_and_inputs)` (after `check()` of its first result), `calls`
-    launches per run and one wait; the peers do `peer.<operation>(*peer_inputs)` likewise."""
+    launches per run and one wait, each with new scalars (`renewed`); the peers do
+    `peer.<operation>(*peer_inputs)` likewise."""
     calls = calls_per_run(ctx, bytes_moved)
 
     def kernelkit_side() -> tuple[Timing, bool]:
@@ -358,7 +368,7 @@ def _memory_bound_case(ctx: Context, size: str, operation: str, launch, outputs_
 
         def run() -> None:
             for _ in range(calls):
-                launch(*arguments, ndrange=ndrange)
+                launch(*renewed(arguments), ndrange=ndrange)
             kk.synchronize(ctx.backend)
 
         return measure(run, ctx.sizes, calls), correct
@@ -608,8 +618,9 @@ def bench_sum_atomic(ctx: Context) -> Measurement:
 
 
 def saxpy_of_size(n: int) -> Callable[[Context], Measurement]:
-    """saxpy on n elements, each call a launch and a synchronize (what a small or mid-size
-    launch costs, where the arrays are in the cache), next to the peers' calls."""
+    """saxpy on n elements, each call a launch (with a new `a`: `renewed`) and a
+    synchronize (what a small or mid-size launch costs, where the arrays are in the
+    cache), next to the peers' calls."""
     def bench(ctx: Context) -> Measurement:
         rng = np.random.default_rng(0)
         x_host = rng.random(n, dtype=np.float32)
@@ -625,8 +636,9 @@ def saxpy_of_size(n: int) -> Callable[[Context], Measurement]:
             correct = agrees(kk.to_numpy(y), a * x_host + y_host, rtol=1e-6)
 
             def run() -> None:
+                arguments = (y, a, x)
                 for _ in range(calls):
-                    launch(y, a, x, ndrange=n)
+                    launch(*renewed(arguments), ndrange=n)
                     kk.synchronize(ctx.backend)
 
             return measure(run, ctx.sizes, calls), correct

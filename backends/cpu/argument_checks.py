@@ -1,18 +1,19 @@
-"""A launch's arguments checked natively: are they the ones it packed last?
+"""A launch's arrays checked natively: are they the ones it packed last?
 
 A fast launcher (`runtime._fast_launcher`) keeps the record it packed last and runs it
-again where the arguments are the same: the same scalar objects, and arrays with the
-same data address, extents, strides (where the kernel reads them), element type and
-flags. Asked in Python, that is a dozen attribute reads per array (0.7 us for saxpy's
-three arguments, a tenth of a 100k-element launch on 2 cores). Natively, `@matches`
-reads them from the objects themselves and compares them with the launch's
-fingerprint, the words the launcher wrote when it packed the record (`fingerprint_source`):
+again where the arrays are the same (the same data address, extents, strides where the
+kernel reads them, element type and flags), with the scalars of this launch written
+into it: a scalar is packed anew every launch (a few tens of nanoseconds), since users
+pass a new time step or coefficient each time. Asked in Python, the arrays' fields are
+a dozen attribute reads per array (0.7 us for saxpy's three arguments, a tenth of a
+100k-element launch on 2 cores). Natively, `@matches` reads them from the objects
+themselves and compares them with the launch's fingerprint, the words the launcher
+wrote when it packed the record (`fingerprint_source`):
 
     the mailbox's address and the kernel's entry point (so that the fingerprint is also
     the key `work_sharing`'s lead takes), the argument count, the address of the tuple
     type, then for each argument
-      a scalar: 0, the object's address (the launcher keeps the object: no other can
-                take its address while the fingerprint is in use)
+      a scalar: 0, 0 (its type the launcher checks, its value it packs)
       an array: ndim + 1 (+ 256 where its strides are compared), the address of the
                 ndarray type, the data address, the element type's address, the flags
                 mask, the flags under it, the extents, then the strides (in bytes)
@@ -111,8 +112,8 @@ sized:
   %counted = icmp eq i64 %size, %count
   br i1 %counted, label %next, label %differs
 next:
-  %index = phi i64 [ 0, %sized ], [ %index.next, %scalar.same ], [ %index.next, %array.same ]
-  %word = phi i64 [ 4, %sized ], [ %word.after.scalar, %scalar.same ],
+  %index = phi i64 [ 0, %sized ], [ %index.next, %scalar ], [ %index.next, %array.same ]
+  %word = phi i64 [ 4, %sized ], [ %word.after.scalar, %scalar ],
                   [ %word.after.array, %array.same ]
   %all = icmp eq i64 %index, %count
   br i1 %all, label %same, label %argument
@@ -128,11 +129,7 @@ argument:
   %is.scalar = icmp eq i64 %header, {scalar}
   br i1 %is.scalar, label %scalar, label %array
 scalar:
-  %address = ptrtoint ptr %object to i64
   %word.after.scalar = add i64 %word, 2
-  %is.same = icmp eq i64 %address, %second
-  br i1 %is.same, label %scalar.same, label %differs
-scalar.same:
   br label %next
 array:
   %type.field = getelementptr i8, ptr %object, i64 {type}
@@ -235,7 +232,7 @@ def fingerprint_source(mailbox: int, entry: int, names: list[str], kinds: list) 
     words, formats = [str(mailbox), str(entry), "len(args)", "id(tuple)"], 4
     for name, kind in zip(names, kinds):
         if kind is None:
-            words += [str(SCALAR), f"id({name})"]
+            words += [str(SCALAR), "0"]
             formats += 2
             continue
         ndim, contiguous, writeable, strided = kind

@@ -44,7 +44,8 @@ from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, device_memory,
                                          element_strides, host_array, in_host_memory,
                                          numpy_argument_key, numpy_argument_type,
-                                         packing_function, unpacking_source,
+                                         packing_function, scalar_slot,
+                                         SCALAR_SLOT, unpacking_source,
                                          unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
@@ -359,7 +360,7 @@ class CPU(Backend):
 
     def launch(self, prepared: PreparedKernel, args, ndrange, workgroupsize):
         # (Race detection names work-groups as the launch asked for them.)
-        if prepared.regrouped is not False and len(workgroupsize) > 1 and not prepared.races:
+        if self._may_regroup(prepared):
             regrouped = self.regrouped(prepared, workgroupsize, ndrange)
             if regrouped:
                 prepared, workgroupsize = regrouped
@@ -432,12 +433,14 @@ class CPU(Backend):
 
     def fast_launcher(self, prepared: PreparedKernel, args):
         """`fire(args, n) -> bool` (`Backend.fast_launcher`) where every argument is a NumPy
-        array or a scalar (not a struct or tuple) and the kernel checks no accesses, else
-        None: one generated function that checks the arguments' kinds as `argument_key`
-        tells them apart, packs the record with one `struct.pack` and runs the launch
-        (`run_groups`); where the arguments are those it packed last (checked natively,
-        in the call that runs the launch: `_fast_launcher`), it runs the same bytes again.
-        It knows the ndranges `launch` has launched `prepared` over (`prepared.geometry`);
+        array or a scalar (not a struct or tuple: the launcher hands their leaves) and the
+        kernel checks no accesses, else None: one generated function that checks the
+        arguments' kinds as `argument_key` tells them apart, packs the record with one
+        `struct.pack` and runs the launch (`run_groups`); where the arrays are those it
+        packed last (checked natively, in the call that runs the launch:
+        `_fast_launcher`), it runs the same bytes again with this launch's scalars packed
+        in. It knows the ndranges, of any rank, `launch` has launched `prepared` over
+        (`prepared.geometry`), and for a kernel run regrouped, those of its versions;
         any other goes through `launch` first."""
         if prepared.fire is None:
             mailbox = _device.mailbox
@@ -448,8 +451,22 @@ class CPU(Backend):
                 # disk cache, as long as the kernel's own compilation).
                 mailbox.prepare_soon()
                 return None
-            prepared.fire = _fast_launcher(self, prepared, args) or False
+            prepared.fire = (_regrouped_fire(self, prepared) if self._may_regroup(prepared)
+                             else _fast_launcher(self, prepared, args)) or False
         return prepared.fire or None
+
+    def _may_regroup(self, prepared: PreparedKernel) -> bool:
+        """Whether `launch` runs `prepared` compiled for another group shape
+        (`regrouped`): a multi-dimensional kernel that does not observe its groups,
+        whose groups are narrow along the last axis (race detection names work-groups
+        as the launch asked for them)."""
+        if prepared.regrouped is None:
+            workgroupsize = prepared.compiled.job.config.workgroupsize
+            preferred = self.default_workgroupsize(len(workgroupsize))
+            observed = prepared.compiled.notes.get(WORK_GROUPS_OBSERVED, True)
+            prepared.regrouped = False if observed or len(workgroupsize) == 1 or \
+                prepared.races or workgroupsize[-1] >= preferred[-1] else {}
+        return prepared.regrouped is not False
 
     def regrouped(self, prepared: PreparedKernel, workgroupsize, ndrange):
         """A multi-dimensional kernel that does not observe its work-groups
@@ -465,12 +482,7 @@ class CPU(Backend):
         in (1, 1024); the naive 1024 x 1024 matrix multiply 51-61 ms and 42-47 ms.
         (the prepared kernel, the group shape) or False; `prepared.regrouped` keeps them
         by whether the rows are long."""
-        if prepared.regrouped is None:
-            preferred = self.default_workgroupsize(len(workgroupsize))
-            observed = prepared.compiled.notes.get(WORK_GROUPS_OBSERVED, True)
-            prepared.regrouped = False if observed or workgroupsize[-1] >= preferred[-1] \
-                else {}
-        if prepared.regrouped is False:
+        if not self._may_regroup(prepared):
             return False
         versions = prepared.regrouped
         long_rows = ndrange[-1] >= _LONGEST_ROW   # (a launch asks for one or the other)
@@ -485,19 +497,38 @@ class CPU(Backend):
         return regrouped
 
 
+def _regrouped_fire(backend: CPU, prepared: PreparedKernel):
+    """The fast launcher of a kernel that `CPU.launch` runs regrouped (`CPU.regrouped`):
+    the fast launcher of the version that runs an ndrange, once a general launch has
+    made that version and launched it over that ndrange."""
+    versions = prepared.regrouped
+
+    def fire(args, n) -> bool:
+        if type(n) is not tuple or not n or type(n[-1]) is not int:
+            return False
+        version = versions.get(n[-1] >= _LONGEST_ROW)
+        if version is None:
+            return False
+        regrouped = version[0]
+        if regrouped.fire is None:
+            regrouped.fire = _fast_launcher(backend, regrouped, args) or False
+        return regrouped.fire is not False and regrouped.fire(args, n)
+    return fire
+
+
 def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
     """See `CPU.fast_launcher`. It keeps what it packed last (`last`): the ndrange, the
-    fields it was packed from and the bytes. A launch with the same ndrange and the same
-    arguments runs those bytes again, without packing: arrays with the same data
-    address, shape, strides (unless C-ordered, where the kernel reads none), element
-    type and flags, and the same scalar objects (`is`: 0.0 and -0.0 are equal but packed
-    differently). It holds no array.
+    arrays' fields, the bytes, and the bytes cut where the scalars go (`_spliced`). A
+    launch with the same ndrange and the same arrays (the same data address, shape,
+    strides unless C-ordered, element type and flags) runs those bytes again with its
+    own scalars packed into them: users pass a new time step or coefficient each launch,
+    and packing one is tens of nanoseconds. It holds no array.
 
-    Where the object layout is known (`argument_checks`), the fields are a fingerprint
-    that the native call that runs or leads the launch compares with the arguments
-    first (`Mailbox.call_if_same`, `lead_if_same`), and where they differ, the launcher
-    packs them anew (`packed_anew`) and runs the launch as `run_groups` does: one
-    native call checks and runs. Else it compares them in Python (`_python_fire`)."""
+    Where the object layout is known (`argument_checks`), the arrays' fields are a
+    fingerprint that the native call that runs or leads the launch compares with the
+    arguments first (`Mailbox.call_if_same`, `lead_if_same`), and where they differ, the
+    launcher packs them anew (`packed_anew`) and runs the launch: one native call checks
+    and runs. Else it compares them in Python (`_python_fire`)."""
     if prepared.debug:
         return None   # each launch has an error record of its own
     if not all(isinstance(argtype, (T.ArrayType, T.ScalarType)) for argtype in prepared.argtypes):
@@ -509,16 +540,19 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                  "device": device, "mailbox": device.mailbox, "running": running,
                  "described": prepared.described, "clock": time.perf_counter, "struct": struct,
                  "folded": _folded, "estimates": prepared.state, "state": prepared.state_address,
+                 "join": b"".join,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
                                           finish=prepared.layout.struct.pack)}
-    # `checks` say the arguments are of the kinds this launcher packs; `same`, that they
-    # are what it packed last (`kept` in `last`, after `n` and a fingerprint's place),
-    # and of those kinds: checked first, without what the equal shape already says (the
-    # number of dimensions). `kinds` are what the fingerprint says of each.
-    checks, kept, same, kinds = [], ["n", "None"], ["record[0] == n"], []
-    for name, value, argtype in zip(names, args, prepared.argtypes):
+    # `checks` say the arguments are of the kinds this launcher packs; `same`, that the
+    # arrays are those it packed last (`kept` in `last`, after `n`, a fingerprint's place
+    # and the cut record's), and of those kinds: checked first, without what the equal
+    # shape already says (the number of dimensions). `kinds` are what the fingerprint
+    # says of each; `scalars`, the scalar arguments and their slots' offsets.
+    checks, kept, same, kinds, scalars = [], ["n", "None", "pieces"], ["record[0] == n"], [], []
+    for name, value, argtype, slot in zip(names, args, prepared.argtypes,
+                                          prepared.layout.fields):
         key = numpy_argument_key(value)
         if isinstance(argtype, T.ArrayType):
             if type(value) is not np.ndarray:
@@ -537,10 +571,12 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
             kinds.append((ndim, contiguous, writeable, argtype.layout != "C"))
         else:
             namespace[f"{name}_key"] = key
+            namespace[f"{name}_slot"] = scalar_slot(argtype).pack
             checks.append(f"type({name}) is {name}_key")
-            same.append(f"record[{len(kept)}] is {name}")
-            kept.append(name)
+            scalars.append((name, slot.offset))
             kinds.append(None)
+    scalar_checks = " and ".join(f"type({name}) is {name}_key" for name, _ in scalars)
+    same += [scalar_checks] if scalars else []
     fingerprint = argument_checks.fingerprint_source(device.mailbox.address, prepared.entry,
                                                      names, kinds)
     if fingerprint is not None:
@@ -549,16 +585,38 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
             fingerprint = None   # (the object layout is known, but compiled without it)
         prepared.keep_policy(backend.threads)
     checked = f"if not ({' and '.join(checks) or 'True'}):\n"
+    splice = _spliced(scalars)
     if fingerprint is not None:
-        # (the fingerprint has the scalars' addresses: the record keeps the objects)
-        kept = ["n", fingerprint] + [name for name, kind in zip(names, kinds) if kind is None]
-        source = _native_fire(backend, prepared, names, checked, ", ".join(kept))
+        source = _native_fire(backend, prepared, names, checked,
+                              f"n, {fingerprint}, {splice.cut}", splice, scalar_checks)
     else:
-        source = _python_fire(backend, prepared, names, checked, ", ".join(kept),
-                              " and ".join(same))
+        source = _python_fire(backend, prepared, names, checked,
+                              f"{', '.join(kept[:2])}, {splice.cut}, {', '.join(kept[3:])}",
+                              " and ".join(same), splice)
     exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
          namespace)
     return namespace["make"]()
+@dataclass(frozen=True)
+class _Splice:
+    """How a fast launcher packs a launch's scalars into the record it packed last:
+    `cut`, an expression of that record (`packed`), is the record cut where the scalars'
+    slots are (None where there are none); `packing` the expression that packs the
+    scalars into the cut record (`pieces`), None where there are none."""
+
+    cut: str
+    packing: str | None
+
+
+def _spliced(scalars: list[tuple[str, int]]) -> _Splice:
+    """The `_Splice` of a launcher's scalar arguments: (name, offset of its slot)."""
+    if not scalars:
+        return _Splice("None", None)
+    bounds = [0] + [bound for _, offset in scalars for bound in (offset, offset + SCALAR_SLOT)]
+    cut = "".join(f"packed[{start}:{end}], " for start, end in zip(bounds[::2], bounds[1::2]))
+    parts = [part for index, (name, _) in enumerate(scalars)
+             for part in (f"pieces[{index}]", f"{name}_slot({name})")]
+    return _Splice(f"({cut}packed[{bounds[-1]}:])",
+                   f"join(({', '.join(parts)}, pieces[{len(scalars)}]))")
 
 
 def _packing(names: list[str] | None, checked: str, keep: str, indent: str) -> str:
@@ -570,7 +628,10 @@ def _packing(names: list[str] | None, checked: str, keep: str, indent: str) -> s
     return (f"{unpacking_source(names, indent) if names is not None else ''}"
             f"{indent}{checked}"
             f"{indent}    return False\n"
-            f"{indent}launch = geometry.get((n,))\n"
+            f"{indent}try:\n"
+            f"{indent}    launch = geometry.get(n if type(n) is tuple else (n,))\n"
+            f"{indent}except TypeError:   # (an unhashable ndrange: `launch` says why)\n"
+            f"{indent}    return False\n"
             f"{indent}if launch is None:\n"
             f"{indent}    return False\n"
             f"{indent}header, total, items = launch\n"
@@ -580,25 +641,36 @@ def _packing(names: list[str] | None, checked: str, keep: str, indent: str) -> s
             f"{indent}{keep}\n")
 
 
+def _scalars_checked(names: list[str], splice: _Splice, scalar_checks: str) -> str:
+    """Lines of a fast launcher, before it runs the record it keeps, that unpack the
+    arguments and check the scalars' kinds (`scalar_checks`), where there are scalars."""
+    if splice.packing is None:
+        return ""
+    return (f"{unpacking_source(names, '        ')}"
+            f"        if not ({scalar_checks}):\n"
+            f"            return False\n")
+
+
 def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], checked: str,
-                 kept: str) -> str:
-    """The source of a fast launcher whose arguments are compared natively, in the call
+                 kept: str, splice: _Splice, scalar_checks: str) -> str:
+    """The source of a fast launcher whose arrays are compared natively, in the call
     that runs or leads the launch (`_fast_launcher`): where they are the ones packed
     last and the device is idle, a launch too short to share runs on this thread, and a
     short one is led, as `run_groups` would run them, in fewer steps. (The first has
     fewer than 2**31 groups, each taking far more than 8 us / 2**31: the untyped call
     takes them.) Others go through `run_groups`.
 
-    It keeps the two records packed last, `last` and `other`, and where the arguments
-    are not those of `last` it tries `other` (`again`): a program that swaps two arrays
+    It keeps the two records packed last, `last` and `other`, and where the arrays are
+    not those of `last` it tries `other` (`again`): a program that swaps two arrays
     from launch to launch (a stencil's input and output, say) packs each once."""
     printed = "                device.printed = True\n" if prepared.uses_print else ""
 
-    def attempt(otherwise: str) -> str:
-        """Lines that run the launch of `record`, or `otherwise` where the arguments
-        differ from its fingerprint: where the mailbox has its timed calls, they keep
-        the kernel's books natively (`estimates` is its state, `state` the state's
-        address); else the lines here and `_Device.lead` do."""
+    def attempt(otherwise: str, spliced: bool) -> str:
+        """Lines that run the launch of `record` (with this launch's scalars packed in,
+        where `spliced`), or `otherwise` where the arrays differ from its fingerprint:
+        where the mailbox has its timed calls, they keep the kernel's books natively
+        (`estimates` is its state, `state` the state's address); else the lines here
+        and `_Device.lead` do."""
         if _device.mailbox.lead_timed is not None:
             estimate = "estimates[0]"
             inline = (f"                if not mailbox.call_timed(args, fingerprint, packed, "
@@ -634,8 +706,11 @@ def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
                     f"                    return True\n"
                     f"                if led is None:\n"
                     f"                    {otherwise}\n")
+        packing = f"        pieces = record[2]\n        packed = {splice.packing}\n" \
+            if spliced and splice.packing is not None else ""
         return (f"        fingerprint = record[1]\n"
                 f"        packed, total, items = record[-1]\n"
+                f"{packing}"
                 f"        estimate = {estimate} * total\n"
                 f"        if estimate and not device.queue:\n"
                 f"            if estimate < runtime._LED_SECONDS:\n"
@@ -649,36 +724,41 @@ def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
                 f"        return True\n")
 
     keep = f"last, other = ({kept}, (packed, total, items)), previous"
+    scalars = _scalars_checked(names, splice, scalar_checks)
     return (f"def make():\n"
             f"    last = other = (None, None)\n"
             f"    def packed_anew(args, n, previous):\n"
             f"        nonlocal last, other\n"
             f"{_packing(names, checked, keep, '        ')}"
-            f"        run(prepared, packed, total, items, args)\n"
-            f"        return True\n"
+            f"        record = last\n"
+            f"{attempt('return run(prepared, packed, total, items, args) or True', False)}"
             f"    def again(args, n):\n"
             f"        nonlocal last, other\n"
             f"        first, record = last, other\n"
             f"        if record[0] != n:\n"
             f"            return packed_anew(args, n, first)\n"
             f"        last, other = record, first\n"
-            f"{attempt('return packed_anew(args, n, first)')}"
+            f"{scalars}"
+            f"{attempt('return packed_anew(args, n, first)', True)}"
             f"    def fire(args, n):\n"
             f"        record = last   # once: another thread may replace it\n"
             f"        if record[0] != n:\n"
             f"            return again(args, n)\n"
-            f"{attempt('return again(args, n)')}"
+            f"{scalars}"
+            f"{attempt('return again(args, n)', True)}"
             f"    return fire\n")
 
 
 def _python_fire(backend: CPU, prepared: PreparedKernel, names: list[str], checked: str,
-                 kept: str, same: str) -> str:
-    """The source of a fast launcher whose arguments are compared in Python, `same`
+                 kept: str, same: str, splice: _Splice) -> str:
+    """The source of a fast launcher whose arrays are compared in Python, `same`
     (`_fast_launcher`): as `_native_fire`'s, where the object layout is not known."""
     printed = "                device.printed = True\n" if prepared.uses_print else ""
     lead = (f"            if estimate < runtime._JOINED_SECONDS and "
             f"device.lead(prepared, packed, total, {backend.threads}):\n"
             f"                return True\n") if backend.threads > 1 else ""
+    packing = f"            pieces = record[2]\n            packed = {splice.packing}\n" \
+        if splice.packing is not None else ""
     return (f"def make():\n"
             f"    last = (None, None)\n"
             f"    def fire(args, n):\n"
@@ -687,6 +767,7 @@ def _python_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
             f"{unpacking_source(names, '        ')}"
             f"        if {same}:\n"
             f"            packed, total, items = record[-1]\n"
+            f"{packing}"
             f"        else:\n"
             f"{_packing(None, checked, f'last = ({kept}, (packed, total, items))', '            ')}"
             f"        estimate = prepared.seconds_per_group * total\n"

@@ -135,7 +135,7 @@ class Launcher:
     costs a third of calling an object's `__call__` with one (no tuple and dictionary of
     the arguments are made), which matters in a launch of a few microseconds."""
     __slots__ = ("kernel", "backend", "workgroupsize", "ndrange", "_arity", "_key",
-                 "_one_axis", "_prepared", "_fire", "_fast_launcher", "function")
+                 "_static_group", "_prepared", "_fire", "_fast_launcher", "function")
 
     def __init__(self, kernel: Kernel, backend, workgroupsize, ndrange):
         self.kernel = kernel
@@ -145,10 +145,9 @@ class Launcher:
         self._arity = len(kernel.parameters)
         self._key = backend.argument_key
         self._fast_launcher = getattr(backend, "fast_launcher", None)
-        # The common launch, `k(backend, n)(args..., ndrange=m)` with ints, takes a
-        # shorter path to its geometry.
-        self._one_axis = ndrange is None and workgroupsize is not None and \
-            len(workgroupsize) == 1
+        # The common launch, `k(backend, groups)(args..., ndrange=m)` with ints (or tuples
+        # of as many ints as the groups have axes), takes a shorter path to its geometry.
+        self._static_group = ndrange is None and workgroupsize is not None
         # On that path: argument keys -> [prepared kernel, the backend's fast launcher or
         # None]; `_fire` is the fast launcher of the last launch's argument types.
         self._prepared: dict = {}
@@ -188,12 +187,14 @@ class Launcher:
         if len(args) != self._arity:
             raise LaunchError(f"kernel '{kernel.name}' takes {len(kernel.parameters)} arguments "
                               f"({', '.join(kernel.parameters)}) but {len(args)} were given")
-        if self._one_axis and workgroupsize is None and type(ndrange) is int and ndrange >= 0:
+        shape = self._plain_shape(ndrange) if self._static_group and workgroupsize is None \
+            else None
+        if shape is not None:
             keys = tuple(map(self._key, args))
             entry = self._prepared.get(keys)
             if entry is None:
                 entry = self._prepared[keys] = [
-                    *self.prepare(args, (ndrange,), self.workgroupsize), None]
+                    *self.prepare(args, shape, self.workgroupsize), None]
             prepared, flatten, fire = entry
             leaves = args if flatten is None else flatten(args)
             if fire is None and self._fast_launcher is not None:
@@ -204,12 +205,23 @@ class Launcher:
                 self._fire = fire
                 if fire(args, ndrange):
                     return
-            self.backend.launch(prepared, leaves, (ndrange,), self.workgroupsize)
+            self.backend.launch(prepared, leaves, shape, self.workgroupsize)
             return
         ndrange, workgroupsize = self.geometry(ndrange, workgroupsize)
         prepared, flatten = self.prepare(args, ndrange, workgroupsize)
         self.backend.launch(prepared, args if flatten is None else flatten(args), ndrange,
                             workgroupsize)
+
+    def _plain_shape(self, ndrange) -> tuple[int, ...] | None:
+        """`ndrange` as a shape, where it is what the static work-group size takes as it
+        is: an int for one axis, or a tuple of as many ints; else None."""
+        axes = len(self.workgroupsize)
+        if type(ndrange) is int:
+            return (ndrange,) if axes == 1 and ndrange >= 0 else None
+        if type(ndrange) is tuple and len(ndrange) == axes and \
+                all(type(size) is int and size >= 0 for size in ndrange):
+            return ndrange
+        return None
 
     def prepare(self, args, ndrange, workgroupsize):
         """The kernel compiled and prepared for these arguments' types (once for each
@@ -329,7 +341,8 @@ def _launch_function(launcher: Launcher):
         try:
             if observers:
                 return observers[-1](launch, args, ndrange, workgroupsize)
-            if type(ndrange) is int and workgroupsize is None and launcher._fire(args, ndrange):
+            if workgroupsize is None and (type(ndrange) is int or type(ndrange) is tuple) and \
+                    launcher._fire(args, ndrange):
                 return
             launcher.launch(args, ndrange, workgroupsize)
         except KernelkitError as error:

@@ -290,6 +290,16 @@ class Field:
     type: T.IRType   # scalars: their type; arrays: the ArrayType (pointer, shape, strides)
 
 
+SCALAR_SLOT = 8
+"""Bytes a scalar takes in a launch record, whatever its type (`scalar_slot`)."""
+
+
+def scalar_slot(argtype: T.ScalarType) -> struct.Struct:
+    """The struct of a scalar's slot in a launch record: its value, padded to
+    `SCALAR_SLOT` bytes."""
+    return struct.Struct("<" + _SCALAR_CODES[argtype.name])
+
+
 class ArgumentLayout:
     def __init__(self, argtypes: tuple[T.IRType, ...], ndim: int):
         codes = ["<", "q" * (2 * ndim), "q"]
@@ -303,7 +313,7 @@ class ArgumentLayout:
                     offset += 8 * (1 + 2 * leaf.ndim)
                 else:
                     codes.append(_SCALAR_CODES[leaf.name])
-                    offset += 8
+                    offset += SCALAR_SLOT
         self.ndim = ndim
         self.fields = fields
         self.size = offset

@@ -1,8 +1,9 @@
 """The native check of a fast launch's arguments (`argument_checks`, in the mailbox's
 `matches`, `call_if_same` and `lead_if_same`): the same
-arguments as packed last match their fingerprint; any change a kernel could see (another
-array, the same array resized, reshaped, restrided, retyped or made read-only, another
-scalar object, another count of arguments) does not."""
+arrays as packed last match their fingerprint; any change of an array a kernel could see
+(another array, the same array resized, reshaped, restrided, retyped or made read-only,
+another count of arguments) does not. Scalars are not compared: the launcher checks
+their types and packs their values every launch."""
 import array
 import struct
 import types
@@ -69,9 +70,8 @@ def test_a_strided_array_matches_its_own_strides_only(matches):
 
 @pytest.mark.parametrize("change", [
     "another array", "resized in place", "reshaped in place", "retyped in place",
-    "made read-only", "another float", "an equal float of another sign", "an int for the float",
-    "one argument fewer", "one argument more", "a subclass", "a scalar for the array",
-    "an array for the scalar", "another dimension count", "not C-ordered"])
+    "made read-only", "one argument fewer", "one argument more", "a subclass",
+    "a scalar for the array", "another dimension count", "not C-ordered"])
 def test_a_change_a_kernel_could_see_does_not_match(matches, change):
     y = np.zeros(64, np.float32)
     x = np.arange(64, dtype=np.float32)
@@ -89,12 +89,6 @@ def test_a_change_a_kernel_could_see_does_not_match(matches, change):
         y.dtype = np.int32
     elif change == "made read-only":
         y.flags.writeable = False
-    elif change == "another float":
-        args = (y, 1.0, x)
-    elif change == "an equal float of another sign":
-        args = (y, -0.0, x)
-    elif change == "an int for the float":
-        args = (y, 0, x)
     elif change == "one argument fewer":
         args = (y, a)
     elif change == "one argument more":
@@ -103,13 +97,18 @@ def test_a_change_a_kernel_could_see_does_not_match(matches, change):
         args = (y.view(np.memmap), a, x)
     elif change == "a scalar for the array":
         args = (a, a, x)
-    elif change == "an array for the scalar":
-        args = (y, y, x)
     elif change == "another dimension count":
         args = (y.reshape(8, 8), a, x)
     elif change == "not C-ordered":
         args = (np.zeros(128, np.float32)[::2], a, x)
     assert matches(args, packed) == 0
+
+
+def test_scalars_are_left_to_the_launcher(matches):
+    y, x = np.zeros(64, np.float32), np.arange(64, dtype=np.float32)
+    packed = fingerprint((y, 0.0, x), [kind_of(y), None, kind_of(x)])
+    for scalar in (1.0, -0.0, np.float32(3), 7):
+        assert matches((y, scalar, x), packed) == 1
 
 
 def test_extents_of_every_axis_are_compared(matches):

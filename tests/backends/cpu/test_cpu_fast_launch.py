@@ -5,6 +5,7 @@ an ndrange it was launched over before, skips the general `launch`. Everything e
 takes the general launch, with its results and errors. Each test runs twice: with the
 arguments compared natively (`argument_checks`, in the call that runs or leads the
 launch) and in Python (where the interpreter's object layout is not known)."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -115,6 +116,104 @@ def test_other_kinds_of_arguments_and_ndranges_take_the_general_launch(cpu, gene
     np.testing.assert_array_equal(strided[1::2], 0)
 
 
+@kk.kernel
+def reciprocal(y, a):
+    i = kk.index(kk.Global)
+    y[i] = 1.0 / a
+
+
+def test_a_new_scalar_each_launch_stays_on_the_fast_path_with_its_own_value(
+        cpu, general_launches, native_answers):
+    y, x = np.zeros(100, np.float32), np.ones(100, np.float32)
+    launch = scaled_add(cpu, 64)
+    for step in range(1, 21):
+        launch(y, np.float32(step / 4), x, ndrange=100)   # a new object every launch
+    kk.synchronize(cpu)
+    assert general_launches == [(100,)]
+    np.testing.assert_array_equal(y, np.full(100, sum(step / 4 for step in range(1, 21))))
+    signs = np.zeros(8)
+    flip = reciprocal(cpu, 8)
+    for a, expected in ((0.0, np.inf), (-0.0, -np.inf), (0.0, np.inf), (2.0, 0.5)):
+        flip(signs, a, ndrange=8)     # -0.0 == 0.0, but packs (and divides) apart
+        kk.synchronize(cpu)
+        np.testing.assert_array_equal(signs, np.full(8, expected))
+    assert general_launches == [(100,), (8,)]
+    if native_answers is not None:
+        assert all(native_answers)
+
+
+@kk.kernel
+def scaled_add_2d(y, a, x: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    y[i, j] = a * x[i, j] + y[i, j]
+
+
+@kk.kernel
+def group_corner(y, a):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    li, lj = kk.index(kk.Local, kk.NTuple)
+    y[i, j] = y[i, j] + a * (li * 100 + lj)
+
+
+def test_two_dimensional_launches_with_static_groups_take_the_fast_path(cpu, general_launches,
+                                                                        native_answers):
+    y, x = np.zeros((32, 48), np.float32), np.ones((32, 48), np.float32)
+    launch = scaled_add_2d(cpu, (16, 16))     # run regrouped: its groups are not observed
+    for step in range(10):
+        launch(y, np.float32(step), x, ndrange=(32, 48))
+    corners = np.zeros((16, 12))
+    observed = group_corner(cpu, (8, 4))      # run in its own groups
+    for step in range(10):
+        observed(corners, float(step), ndrange=(16, 12))
+    kk.synchronize(cpu)
+    assert general_launches == [(32, 48), (16, 12)]
+    np.testing.assert_array_equal(y, np.full((32, 48), 45))
+    local = np.add.outer(np.arange(16) % 8 * 100, np.arange(12) % 4)
+    np.testing.assert_array_equal(corners, 45 * local)
+    launch(y, np.float32(1), x, ndrange=(16, 48))           # a new ndrange: general once
+    for wrong in (48, (32, [48]), (32, -1)):                # refused, as before
+        with pytest.raises(kk.LaunchError):
+            launch(y, np.float32(1), x, ndrange=wrong)
+    kk.synchronize(cpu)
+    assert general_launches[2:] == [(16, 48)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Coefficients:
+    a: np.float32
+    b: float
+
+
+@kk.kernel
+def affine(y, c, x: kk.Const):
+    i = kk.index(kk.Global)
+    y[i] = c.a * x[i] + c.b
+
+
+def test_a_new_dataclass_of_new_numbers_each_launch_takes_the_fast_path(cpu, general_launches,
+                                                                        native_answers):
+    y, x = np.zeros(64, np.float32), np.arange(64, dtype=np.float32)
+    launch = affine(cpu, 32)
+    for step in range(1, 11):
+        launch(y, Coefficients(np.float32(step), step / 2), x, ndrange=64)
+        kk.synchronize(cpu)
+        np.testing.assert_array_equal(y, step * x + np.float32(step / 2))
+    assert general_launches == [(64,)]
+    if native_answers is not None:
+        assert all(native_answers)
+
+
+def test_an_array_for_a_scalar_after_fast_launches_is_refused_by_name(cpu):
+    y = np.zeros(16)
+    flip = reciprocal(cpu, 8)
+    flip(y, 2.0, ndrange=16)
+    flip(y, 4.0, ndrange=16)
+    with pytest.raises(kk.KernelkitError):
+        flip(y, y, ndrange=16)
+    kk.synchronize(cpu)
+    np.testing.assert_array_equal(y, np.full(16, 0.25))
+
+
 def test_after_fast_launches_a_read_only_array_is_still_refused_where_the_kernel_writes(
         cpu, general_launches):
     launch = add_one(cpu, 32)
@@ -169,8 +268,8 @@ def test_an_array_resized_in_place_between_fast_launches_is_packed_anew(cpu, gen
     launch(y, ndrange=64)
     kk.synchronize(cpu)
     assert general_launches == [(64,)]
-    if native_answers is not None:   # the resized array, once
-        assert native_answers[-2:] == [False, True] and native_answers.count(False) == 1
+    if native_answers is not None:   # the resized array, once, then run as packed anew
+        assert native_answers[-3:] == [False, True, True] and native_answers.count(False) == 1
     np.testing.assert_array_equal(y[:64], 4)
     np.testing.assert_array_equal(y[64:], 0)
 
