@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import interrupts
+
 C_CONTIGUOUS = 0x1   # NumPy's NPY_ARRAY_C_CONTIGUOUS
 WRITEABLE = 0x400    # NPY_ARRAY_WRITEABLE
 SCALAR = 0
@@ -96,8 +98,16 @@ def _probe() -> Layout | None:
 LAYOUT = _probe()
 
 _SOURCE = """
+@{interrupts} = external global i64
+@{seen} = external global i64
+
 define private i1 @matches(ptr %args, ptr %fingerprint) nounwind {{
 start:
+  %interrupts = load atomic i64, ptr @{interrupts} monotonic, align 8
+  %seen = load atomic i64, ptr @{seen} monotonic, align 8
+  %quiet = icmp eq i64 %interrupts, %seen
+  br i1 %quiet, label %uninterrupted, label %differs
+uninterrupted:
   %count.word = getelementptr i64, ptr %fingerprint, i64 2
   %count = load i64, ptr %count.word, align 8
   %tuple.word = getelementptr i64, ptr %fingerprint, i64 3
@@ -214,10 +224,13 @@ differs:
 
 def matches_definition() -> str | None:
     """LLVM IR text defining `i1 @matches(ptr %args, ptr %fingerprint)`: whether the
-    tuple `args` holds what `fingerprint` says; None where `LAYOUT` is None."""
+    tuple `args` holds what `fingerprint` says, and no interrupt came that the runtime
+    has not seen (`interrupts`: the launch then takes the Python path, which says what
+    the interrupt cut short); None where `LAYOUT` is None."""
     if LAYOUT is None:
         return None
-    return _SOURCE.format(scalar=SCALAR, strided=STRIDED,
+    return _SOURCE.format(scalar=SCALAR, strided=STRIDED, interrupts=interrupts.SYMBOL,
+                          seen=interrupts.SEEN_SYMBOL,
                           **{name: getattr(LAYOUT, name) for name in Layout.__dataclass_fields__})
 
 

@@ -38,6 +38,7 @@ from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
 
 from .item_split import row_range, row_split
 from .libc import cpu_math
+from .interrupts import InterruptPolls, polled_back_edges
 from .races import RaceInstrumentation, detects_races
 from .regions import RegionLowering, RegionPlan
 
@@ -167,6 +168,8 @@ class GroupFunctionBuilder(EntryPointBuilder):
         # Race detection (`races.py`), where the job's target asks for it.
         self.races = RaceInstrumentation(module, self.locations) \
             if detects_races(job.config.target) else None
+        self.polls = InterruptPolls(module)
+        self.polled_edges: dict = {}   # function -> its `polled_back_edges`
 
     # -- the group function ---------------------------------------------------------------
 
@@ -195,7 +198,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         group_loop = self.new_block("group_loop")
         group_body = self.new_block("group_body")
         next_group = self.new_block("next_group")
-        done = self.new_block("done")
+        done = self.polls.done = self.new_block("done")
         builder.branch(group_loop)
         builder.position_at_end(group_loop)
         group = builder.phi(i64, "group")
@@ -207,6 +210,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
             self.group_index.append(index)
         builder.cbranch(builder.icmp_signed("<", group, end), group_body, done)
         builder.position_at_end(group_body)
+        self.polls.poll(builder)
         self.group_number = group
         if self.races is not None:
             self.races.group_started(builder)
@@ -542,6 +546,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         finished = self.new_block("group_finished")
         builder.branch(dispatch)
         builder.position_at_end(dispatch)
+        self.polls.poll(builder)
         switch = builder.switch(builder.load(self.region, typ=i32), finished)
         for start in self.plan.starts:
             number = self.plan.number[start]
@@ -830,6 +835,13 @@ class GroupFunctionBuilder(EntryPointBuilder):
             every = builder.and_(builder.load(slot, typ=i1), condition)
             self.array_access(builder.store(every, slot))
         return None
+
+    def before_branch(self, builder, function, block, successors) -> None:
+        edges = self.polled_edges.get(function)
+        if edges is None:
+            edges = self.polled_edges[function] = polled_back_edges(function)
+        if any((block, successor) in edges for successor in successors):
+            self.polls.poll(builder)
 
     def kernel_return(self, builder):
         if self.has_barrier:

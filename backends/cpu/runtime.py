@@ -50,7 +50,7 @@ from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, device_me
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
-from . import argument_checks, fault
+from . import argument_checks, fault, interrupts
 from .calls import SMALL_INT, untyped
 from .fault import running
 from .races import RaceDetector, detects_races
@@ -235,6 +235,7 @@ class CPU(Backend):
         if self.races:
             self._target = replace(self._target, races=True)
         fault.install()
+        interrupts.install()
 
     def __repr__(self) -> str:
         debug = f", debug={RACES!r}" if self.races else ", debug=True" if self.debug else ""
@@ -298,11 +299,21 @@ class CPU(Backend):
     def synchronize(self) -> None:
         """Wait for every queued launch (of every CPU backend: they share the device);
         raise what went wrong in this backend's launches since the last synchronize."""
-        if not _device.queue and not _device.printed and self._error is None:
+        if not _device.queue and not _device.printed and self._error is None and \
+                not _device.cut_short:
             return   # every launch has run (a queued one leaves the queue when done)
         _device.wait()
         with _device.condition:
+            if interrupts.pending() and not _device.queue:
+                interrupts.acknowledge()
             error, self._error = self._error, None
+            if error is None and _device.cut_short:
+                kernels = ", ".join(f"'{name}'" for name in dict.fromkeys(_device.cut_short))
+                error = LaunchError(f"an interrupt (Ctrl-C) stopped launches of kernel "
+                                    f"{kernels} before they ran to the end; the arrays they "
+                                    f"write hold partial results (launch them again for "
+                                    f"whole ones)")
+            _device.cut_short = []
         if error is not None:
             raise error
 
@@ -393,6 +404,8 @@ class CPU(Backend):
         awake, where the others are still waking up)."""
         per_group = prepared.seconds_per_group
         device = _device
+        if interrupts.pending():
+            device.see_interrupt()
         if _LED_SECONDS <= per_group * total < _JOINED_SECONDS and self.threads > 1 \
                 and error_record is None and not device.queue and 1 < total < 2**31:
             if device.lead(prepared, packed, total, self.threads):
@@ -540,7 +553,7 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                  "device": device, "mailbox": device.mailbox, "running": running,
                  "described": prepared.described, "clock": time.perf_counter, "struct": struct,
                  "folded": _folded, "estimates": prepared.state, "state": prepared.state_address,
-                 "join": b"".join,
+                 "join": b"".join, "pending": interrupts.pending,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
@@ -763,6 +776,8 @@ def _python_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
             f"    last = (None, None)\n"
             f"    def fire(args, n):\n"
             f"        nonlocal last\n"
+            f"        if pending():   # (`launch` says what the interrupt cut short)\n"
+            f"            return False\n"
             f"        record = last   # once: another thread may replace it\n"
             f"{unpacking_source(names, '        ')}"
             f"        if {same}:\n"
@@ -906,6 +921,7 @@ class _Launch:
     chunk: int = 1
     exception: BaseException | None = None
     races: RaceDetector | None = None   # its race detector, in race mode
+    cut_short: bool = False    # it ran while an interrupt stopped kernels (`interrupts`)
 
     def run_chunk(self, first: int, end: int) -> None:
         # Timed by the thread's CPU time: after the call, the thread waits for the GIL
@@ -957,6 +973,7 @@ class _Device:
         # taking the lock and entering the block, or before releasing it.
         self.lock = threading.RLock()
         self.condition = threading.Condition(self.lock)
+        self.cut_short: list[str] = []   # kernels of launches an interrupt cut short
         self.queue: deque = deque()
         self.next_group = 0           # the next group of queue[0] to hand out
         self.running = 0              # chunks of queue[0] being run now
@@ -1145,6 +1162,17 @@ class _Device:
                 backend._error = launch.error()
             elif launch.exception is not None:
                 backend._error = launch.exception
+        if launch.cut_short or interrupts.pending():
+            self.cut_short.append(launch.prepared.name)
+
+    def see_interrupt(self) -> None:
+        """An interrupt came that the runtime has not seen (`interrupts`): the queued
+        launches may have lost groups to it, and say so when they finish; launches from
+        now on run to the end."""
+        with self.condition:
+            for launch in self.queue:
+                launch.cut_short = True
+            interrupts.acknowledge()
 
     def wait(self) -> None:
         """Wait until every queued launch has run; the waiting thread runs chunks too
@@ -1189,7 +1217,7 @@ class _Device:
         being run have finished, so that nothing writes the launches' arrays after the
         interrupt has reached the caller."""
         with self.condition:
-            names = [launch.prepared.name for launch in self.queue]
+            names = self.cut_short + [launch.prepared.name for launch in self.queue]
             if self.queue:
                 while len(self.queue) > 1:
                     self.queue.pop()
@@ -1199,6 +1227,8 @@ class _Device:
                     self.retire(head)
             while self.queue:
                 self.condition.wait(_WAIT_SECONDS)
+            self.cut_short = []        # (named on the interrupt)
+            interrupts.acknowledge()   # (nothing runs now)
         _abandoned(interrupt, names)
 
     def start(self, workers: int) -> None:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import argument_checks
+from . import argument_checks, interrupts
 from .calls import (
     C_API,
     CALLS_WIDEN_INTS,
@@ -595,7 +595,8 @@ def _compiled() -> _Functions:
         source += (_TIMED if timed else "") + FAST_CALL_DECLARATIONS + "".join(
             fast_call_source(f"kernelkit_fast_{name}", f"kernelkit_{name}", kinds)
             for name, kinds in calls)
-    functions = host_functions(source, C_API if fast else {})   # from the disk cache, once there
+    symbols = {**interrupts.SYMBOLS, **(C_API if fast else {})}
+    functions = host_functions(source, symbols)   # from the disk cache, once there
     lead = functions["kernelkit_lead"]
     if fast:
         made = {name: fast_call_function(functions[f"kernelkit_fast_{name}"], name)

@@ -41,6 +41,12 @@ class KernelEnvironment:
     def kernel_return(self, builder: ir.IRBuilder) -> None:
         raise NotImplementedError
 
+    def before_branch(self, builder: ir.IRBuilder, function, block, successors) -> None:
+        """Called where the branch that ends `block` of `function` to `successors` (IR
+        blocks) is about to be emitted: a target that polls for interrupts at loop back
+        edges (the CPU's) emits its poll here, and leaves the builder where the branch
+        goes; others emit nothing."""
+
     def out_of_bounds(self, builder: ir.IRBuilder, loc, axis: int, indices: list[ir.Value],
                       shape: list[ir.Value]) -> None:
         """Report an out-of-bounds access (`indices[axis]` is outside `shape[axis]`) and

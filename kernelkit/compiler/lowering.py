@@ -160,12 +160,14 @@ class BodyLowering:
 
     def op_br(self, builder, op: Op):
         (successor,) = op.successors
+        self.env.before_branch(builder, self.function, self.block, (successor.block,))
         self.branch_args(builder, successor)
         builder.branch(self.blocks[successor.block])
 
     def op_cbr(self, builder, op: Op):
-        condition = self.use(builder, op.operands[0])
         then, orelse = op.successors
+        self.env.before_branch(builder, self.function, self.block, (then.block, orelse.block))
+        condition = self.use(builder, op.operands[0])
         self.branch_args(builder, then)
         self.branch_args(builder, orelse)
         builder.cbranch(condition, self.blocks[then.block], self.blocks[orelse.block])

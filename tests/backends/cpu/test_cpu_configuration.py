@@ -233,7 +233,7 @@ def long_kernel_source(statements: int) -> str:
 
 def vector_multiplies_per_trip(text: str) -> int:
     """The vector multiplies of the first vectorized loop of LLVM IR `text`."""
-    body = text[text.index("vector.body"):]
+    body = text[text.index("\nvector.body:"):]
     return len(re.findall(r"fmul <\d+ x float>", body[:body.index("br i1")]))
 
 
