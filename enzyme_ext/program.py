@@ -152,7 +152,7 @@ class Recording:
                     f"the arrays of '{name}' to the kernel one by one (a single launch "
                     f"differentiates the dataclass: autodiff(Reverse, k(backend, wg), "
                     f"Duplicated({name}, shadow), ...))")
-        written = written_parameters(launch, args)
+        written = written_parameters(launch, args, ndrange, workgroupsize)
         carries = any(isinstance(a, _Traced) and id(a) in self.active for a in args) or \
             any(_is_array(a) and self.shadow_of(a) is not None for a in args)
         activities = []
@@ -354,18 +354,20 @@ def _checksum(array) -> bytes:
                            digest_size=16).digest()
 
 
-def written_parameters(launch, args) -> frozenset:
+def written_parameters(launch, args, ndrange, workgroupsize) -> frozenset:
     """The positions of the parameters the kernel stores into or updates atomically,
-    from its IR for these arguments' types."""
+    from its IR for these arguments' types and the launch's work-group shape (that of
+    its ndrange's rank, where the launch gives none)."""
     kernel, backend = launch.kernel, launch.backend
-    key = (backend, tuple(map(backend.argument_key, args)))
+    workgroupsize = launch.launcher.geometry(ndrange, workgroupsize)[1]
+    key = (backend, workgroupsize, tuple(map(backend.argument_key, args)))
     cache = kernel.__dict__.setdefault("_written_parameters", {})
     found = cache.get(key)
     if found is None:
         from kernelkit.compiler.driver import target_neutral_module
         from .jobs import compiler_job_from_backend
         from .transform.activity import written_arrays
-        job = compiler_job_from_backend(backend, launch, args)
+        job = compiler_job_from_backend(backend, launch, args, workgroupsize=workgroupsize)
         function = target_neutral_module(job).kernel
         written = written_arrays(function)
         # The kernel takes a dataclass or tuple argument as its leaves' parameters.

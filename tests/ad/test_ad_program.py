@@ -107,6 +107,32 @@ def ping_pong(backend, u, alpha, steps=100):
     return out
 
 
+@kk.kernel
+def square_grid(y, x: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    y[i, j] = x[i, j] * kk.sin(x[i, j])
+
+
+@kk.kernel
+def total_grid(out, y: kk.Const, rows, columns):
+    i = kk.index(kk.Global)
+    if i == 0:
+        s = 0.0
+        for r in range(rows):
+            for c in range(columns):
+                s += y[r, c] * y[r, c]
+        out[0] = s
+
+
+def on_a_grid(backend, x):
+    """A 2-D launch with the backend's work-group shape (none given), then a reduction."""
+    t = kk.zeros(backend, np.float64, x.shape)
+    square_grid(backend)(t, x, ndrange=x.shape)
+    out = kk.zeros(backend, np.float64, 1)
+    total_grid(backend, 1)(out, t, *x.shape, ndrange=1)
+    return out
+
+
 def x0():
     return np.linspace(0.1, 1.2, N)
 
@@ -120,6 +146,13 @@ def test_the_gradient_of_a_program_matches_finite_differences(backend, program):
     grad = gradient(lambda x, *rest: program(backend, x, *rest), argnums=0)
     dx = kk.to_numpy(grad(on(backend, x0()), *extra))
     expected = central_difference(lambda x: loss_of(backend, program, x, *extra), x0())
+    np.testing.assert_allclose(dx, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_a_launch_over_a_grid_without_a_work_group_shape_is_differentiated(backend):
+    grid = x0().reshape(N // 8, 8)
+    dx = kk.to_numpy(gradient(lambda x: on_a_grid(backend, x))(on(backend, grid)))
+    expected = central_difference(lambda x: loss_of(backend, on_a_grid, x), grid)
     np.testing.assert_allclose(dx, expected, rtol=1e-6, atol=1e-8)
 
 
