@@ -53,6 +53,12 @@ class NumpyPeer:
     def total(self, x) -> float:
         return float(x.sum())
 
+    def cumsum(self, y, x) -> None:
+        np.cumsum(x, out=y)
+
+    def sort(self, x):
+        return np.sort(x)
+
     def increment(self, a) -> None:
         a += ONE
 
@@ -243,6 +249,14 @@ print(time.perf_counter() - start)
 
     def total(self, x) -> float:
         return float(x.sum())
+
+    def cumsum(self, y, x) -> None:
+        import cupy
+        cupy.cumsum(x, out=y)
+
+    def sort(self, x):
+        import cupy
+        return cupy.sort(x)
 
     def increment(self, a) -> None:
         a += ONE

@@ -291,9 +291,12 @@ def measure_peers(ctx: Context, operation: str, host_inputs: tuple, calls: int =
             print(f"  {peer.name}: skipped ({reason})", file=sys.stderr)
             timings[peer.name] = None
             continue
+        function = getattr(peer, operation, None)
+        if function is None:   # (a library call only some peers have)
+            timings[peer.name] = None
+            continue
         inputs = [peer.from_numpy(value) if isinstance(value, np.ndarray) else value
                   for value in host_inputs]
-        function = getattr(peer, operation)
 
         def run() -> None:
             for _ in range(calls):
@@ -595,6 +598,68 @@ def bench_sum_tree(ctx: Context) -> Measurement:
         return run
 
     return _sum_case(ctx, runner)
+
+
+def bench_algorithms_sum(ctx: Context) -> Measurement:
+    """`kernelkit.algorithms.sum`: the library's sum, as a user calls it."""
+    import kernelkit.algorithms as ka
+
+    def runner(x, n):
+        def run() -> float:
+            return float(kk.to_numpy(ka.sum(x)))
+        return run
+
+    return _sum_case(ctx, runner)
+
+
+def bench_algorithms_cumsum(ctx: Context) -> Measurement:
+    """`kernelkit.algorithms.cumsum` of n float32, next to the peers' `cumsum`."""
+    import kernelkit.algorithms as ka
+    n = ctx.sizes.reduction
+    x_host = np.random.default_rng(0).random(n, dtype=np.float32)
+    expected = np.cumsum(x_host, dtype=np.float64)
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        x = kk.to_backend(ctx.backend, x_host)
+        result = {}
+
+        def run() -> None:
+            result["last"] = ka.cumsum(x)
+            kk.synchronize(ctx.backend)
+
+        run()
+        correct = agrees(kk.to_numpy(result["last"]), expected, rtol=1e-5)
+        return measure(run, ctx.sizes), correct
+
+    return measure_case(f"{n:,}", kernelkit_side, peers=lambda: measure_peers(
+        ctx, "cumsum", (np.zeros(n, np.float32), x_host)))
+
+
+def sort_of(dtype) -> Callable[[Context], Measurement]:
+    """`kernelkit.algorithms.sort` of n random numbers of `dtype`, next to the peers'."""
+    def bench(ctx: Context) -> Measurement:
+        import kernelkit.algorithms as ka
+        n = ctx.sizes.reduction
+        rng = np.random.default_rng(0)
+        x_host = rng.random(n, dtype=np.float32) if dtype == np.float32 else \
+            rng.integers(0, 2**32, n, dtype=np.uint32)
+        expected = np.sort(x_host)
+
+        def kernelkit_side() -> tuple[Timing, bool]:
+            x = kk.to_backend(ctx.backend, x_host)
+            result = {}
+
+            def run() -> None:
+                result["last"] = ka.sort(x)
+                kk.synchronize(ctx.backend)
+
+            run()
+            correct = bool(np.array_equal(kk.to_numpy(result["last"]), expected))
+            return measure(run, ctx.sizes), correct
+
+        return measure_case(f"{n:,} {np.dtype(dtype).name}", kernelkit_side,
+                            peers=lambda: measure_peers(ctx, "sort", (x_host,)))
+    return bench
 
 
 def bench_sum_atomic(ctx: Context) -> Measurement:
@@ -1212,6 +1277,15 @@ CASES = (
     Case("sum", "ms", {"cpu": RatioTarget(1.0)}, bench_sum),
     Case("sum_tree", "ms", {"cpu": RatioTarget(1.0)}, bench_sum_tree),
     Case("sum_atomic", "ms", {"cpu": RatioTarget(1.0)}, bench_sum_atomic),
+    # The library (`kernelkit.algorithms`) next to NumPy's and CuPy's calls.
+    Case("algorithms_sum", "ms", {"cpu": RatioTarget(1.0, "numpy"),
+                                  "cuda": RatioTarget(1.1, "cupy")}, bench_algorithms_sum),
+    Case("algorithms_cumsum", "ms", {"cpu": RatioTarget(1.0, "numpy"),
+                                     "cuda": RatioTarget(1.3, "cupy")}, bench_algorithms_cumsum),
+    Case("algorithms_sort_float32", "ms", {"cpu": RatioTarget(1.0, "numpy"),
+                                           "cuda": RatioTarget(1.5, "cupy")}, sort_of(np.float32)),
+    Case("algorithms_sort_uint32", "ms", {"cpu": RatioTarget(1.0, "numpy"),
+                                          "cuda": RatioTarget(1.5, "cupy")}, sort_of(np.uint32)),
     *(Case(f"saxpy_{n:.0e}".replace("+0", ""), "us", {"cpu": RatioTarget(1.2)},
            saxpy_of_size(n)) for n in (1000, 10_000, 100_000, 1_000_000)),
     Case("launch_overhead", "us", {"cpu": AbsoluteTarget(20e-6, "us"),

@@ -1,9 +1,12 @@
-"""Without a GPU, the CUDA runtime still runs in the test suite: every test that runs on
-the CUDA backend (each kernel test's CUDA case, the GPU runtime tests), the launch-error
-tests and the array tests run again on `host_driver`, a stand-in for the driver library
-below cuda-python's bindings, over host memory, asynchronous like a GPU, whose launches
-run the CPU build of the same kernel (see host_driver.py for what that does and does not
-prove)."""
+"""Without a GPU, the CUDA runtime still runs in the test suite: the tests that exercise
+what the runtime does (the GPU runtime tests, the launch-error and array tests, the
+language tests' CUDA cases with arguments of every kind, and the CUDA cases of the AD
+launch, program and struct tests) run again on `host_driver`, a stand-in for the driver
+library below cuda-python's bindings, over host memory, asynchronous like a GPU, whose
+launches run the CPU build of the same kernel (see host_driver.py for what that does and
+does not prove). Tests whose CUDA cases add only arithmetic (the math functions, the 3x3
+decompositions, the fuzzer's kernels, the algorithms) are left out: every test compiles
+its kernels for CUDA, and their CPU builds run in the CPU cases; a GPU runs them all."""
 import os
 import shutil
 import subprocess
@@ -26,6 +29,11 @@ except ImportError as error:
 
 HERE = Path(__file__).parent
 SELECTION = "cuda or launch_errors or arrays_and_indexing"
+PATHS = ["tests/backends/cuda", "tests/errors", "tests/lang", "tests/ad/test_ad_kernels.py",
+         "tests/ad/test_ad_program.py", "tests/ad/test_ad_struct_arguments.py",
+         "tests/runtime"]
+LEFT_OUT = ["tests/lang/test_arithmetic.py", "tests/lang/test_linear_algebra_3x3.py",
+            "tests/lang/test_vectors_differential.py"]
 NOT_RUN = [
     (REASON is None, "a GPU runs these tests for real here"),
     (BINDINGS is not None, str(BINDINGS)),
@@ -49,7 +57,8 @@ def start() -> None:
     _run["output"] = output
     _run["process"] = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "host_driver", "-p", "no:cacheprovider",
-         "tests", "-k", SELECTION], cwd=root, env=environment, stdout=output,
+         *PATHS, *(f"--ignore={path}" for path in LEFT_OUT), "-k", SELECTION], cwd=root,
+        env=environment, stdout=output,
         stderr=subprocess.STDOUT, text=True)
 
 
@@ -64,8 +73,8 @@ def stop() -> None:
 @pytest.mark.skipif(any(condition for condition, _ in NOT_RUN),
                     reason="; ".join(reason for condition, reason in NOT_RUN if condition))
 def test_the_cuda_tests_on_a_host_memory_driver():
-    """Every CUDA test case, the launch-error tests and the array tests, through the CUDA
-    runtime and cuda-python's bindings on `host_driver` (device memory is host memory,
+    """The CUDA cases of the runtime's tests (`PATHS`), the launch-error tests and the
+    array tests, through the CUDA runtime and cuda-python's bindings on `host_driver` (device memory is host memory,
     work runs when it is waited for, a launch runs the CPU build of the kernel), which
     fails a test that makes a call the real driver would refuse."""
     start()
