@@ -18,7 +18,10 @@
   did not keep), `Kernel`, and what they compile to: `code_ir`, `code_llvm`, `code_native`.
 - Inside a kernel: `index` with `Global` / `Local` / `Group` and `Linear` / `Cartesian` /
   `NTuple`; `groupsize`, `ngroups`, `ndrange`; `localmem`, `private`; `synchronize`,
-  `synchronize_any`; the atomics (`atomic_add` ...); `deferred`; `kk.print`; the math
+  `synchronize_any`; subgroups of 32 work-items (a warp on CUDA): `subgroup_size`,
+  `subgroup_index`, `shuffle`, `shuffle_down`, `shuffle_up`, `shuffle_xor`,
+  `subgroup_sum`, `subgroup_max`, `subgroup_min`, `subgroup_any`, `subgroup_all`,
+  `subgroup_ballot`; the atomics (`atomic_add` ...); `deferred`; `kk.print`; the math
   functions (`sqrt`, `exp` ..., also usable on the host); `Const` for read-only parameters;
   small vectors and matrices: `vec2`, `vec3`, `vec4`, `mat22`, `mat33`, `mat44` with `dot`,
   `cross`, `length`, `normalize`, `transpose`, `determinant`, `inverse`, `trace`, `diag`,
@@ -55,6 +58,9 @@ from .lang.intrinsics import (Cartesian, Const, Global, Group, Linear, Local, NT
 from .lang.intrinsics import print_ as print  # noqa: A001,F401 - kk.print mirrors print
 from .lang import random  # noqa: F401 - the submodule: kk.random.uniform, ...
 from .lang.helpers import clamp, lerp, sign
+from .lang.subgroups import (shuffle, shuffle_down, shuffle_up, shuffle_xor, subgroup_all,
+                             subgroup_any, subgroup_ballot, subgroup_index, subgroup_max,
+                             subgroup_min, subgroup_size, subgroup_sum)
 from .lang.decompositions import eig3, qr3, svd3
 from .lang.scalars import (bitcast, erfcinv, erfinv, frac, nonzero, smoothstep,  # noqa: F401
                            step)
@@ -85,6 +91,9 @@ __all__ = [
     "groupsize", "ngroups", "ndrange", "localmem", "private", "synchronize",
     "synchronize_any", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and_",
     "atomic_or_", "atomic_xor", "atomic_exchange", "atomic_cas", "deferred", "Const",
+    "subgroup_size", "subgroup_index", "shuffle", "shuffle_down", "shuffle_up", "shuffle_xor",
+    "subgroup_sum", "subgroup_max", "subgroup_min", "subgroup_any", "subgroup_all",
+    "subgroup_ballot",
     *_MATH_FUNCTIONS, *_VECTORS, "svd3", "qr3", "eig3", "clamp", "lerp", "sign", "bitcast",
     "frac", "step", "nonzero", "smoothstep", "erfinv", "erfcinv",
     # arrays

@@ -61,11 +61,14 @@ class CPUTarget(Target):
         return _target_machine(self.cpu, self.features, opt_level)
 
     def passes(self) -> tuple[str, ...]:
+        """First, subgroup operations become local memory and barriers: a CPU has no
+        lanes that exchange values, and the passes after it cut the kernel at barriers."""
         if self.races:
             # Without the passes that add barriers the kernel does not have: the race
             # detector takes every barrier for one that orders the work-items.
-            return ("guard-versioning", "split-barriers")
-        return ("guard-versioning", "masked-loops", "loop-barriers", "split-barriers")
+            return ("subgroups-in-local-memory", "guard-versioning", "split-barriers")
+        return ("subgroups-in-local-memory", "guard-versioning", "masked-loops",
+                "loop-barriers", "split-barriers")
 
     def triple(self) -> str:
         return llvm.get_process_triple()

@@ -30,6 +30,8 @@ hidden. Launched without it, or after anything but a kernel that lets it start e
 a kernel starts only when the work before it has ended, and the wait returns at once."""
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from kernelkit.analysis.loops import natural_loops
@@ -40,6 +42,7 @@ from kernelkit.compiler.printf import printf_arguments
 from kernelkit.ir.definitions import GROUP_ID, LOCAL_ID, LOCALMEM, Trait
 
 from .libdevice import device_math
+from .warps import WarpMembers, lower_subgroup
 
 SHARED = 3
 """NVPTX's address space of shared memory (kk.localmem)."""
@@ -64,11 +67,13 @@ side by side need more registers than a full block of threads can have each."""
 
 def can_coarsen(function) -> bool:
     """Whether a kernel gains from coarsening: its work-groups share nothing (no barriers,
-    no local memory), and its work-item is short and straight (no loops: a loop keeps
-    its own loads in flight, and its copies would run one after the other anyway)."""
+    no local memory, no subgroup operations, whose lanes must all reach them), and its
+    work-item is short and straight (no loops: a loop keeps its own loads in flight, and
+    its copies would run one after the other anyway)."""
     ops = list(function.ops())
     return len(ops) <= MAX_COARSENED_OPS and not natural_loops(function) and not any(
-        op.has(Trait.BARRIER) or op.definition is LOCALMEM for op in ops)
+        op.has(Trait.BARRIER) or op.has(Trait.SUBGROUP) or op.definition is LOCALMEM
+        for op in ops)
 
 
 class ThreadFunctionBuilder(EntryPointBuilder):
@@ -126,6 +131,9 @@ class ThreadFunctionBuilder(EntryPointBuilder):
             within = builder.icmp_unsigned("<", self.item_index(builder, axis),
                                            self.extents[axis])
             inside = within if inside is None else builder.and_(inside, within)
+        if any(op.has(Trait.SUBGROUP) for op in self.function.ops()):
+            self.warp = WarpMembers.at_entry(builder, self.linear_local(builder),
+                                             math.prod(self.sizes), inside)
         body = self.llvm_function.append_basic_block("body")
         outside = self.llvm_function.append_basic_block("outside")
         builder.cbranch(inside, body, outside)
@@ -133,6 +141,14 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         builder.ret_void()
         builder.position_at_end(body)
         BodyLowering(self, self.function, self.llvm_function).lower(builder)
+
+    def linear_local(self, builder) -> ir.Value:
+        """The work-item's linear local index (C order), which is its thread's index in
+        the block (x, CUDA's fastest axis, is the last axis)."""
+        linear = self.local[0]
+        for index, size in zip(self.local[1:], self.sizes[1:]):
+            linear = builder.add(builder.mul(linear, ir.Constant(i64, size)), index)
+        return linear
 
     @staticmethod
     def unfold(builder, positions: list, second_extent: ir.Value) -> list:
@@ -289,6 +305,10 @@ class ThreadFunctionBuilder(EntryPointBuilder):
         function = self.module.globals.get(name) or \
             ir.Function(self.module, ir.FunctionType(ir.IntType(1), [i32, ir.IntType(1)]), name)
         return builder.call(function, [ir.Constant(i32, 0), condition])
+
+    def subgroup(self, builder, op, operands):
+        return lower_subgroup(builder, op, operands, self.warp, self.job.config.target.arch,
+                              self)
 
     def kernel_return(self, builder):
         builder.ret_void()

@@ -166,6 +166,10 @@ def _transfer(function: Function, op: Op, values: set, arrays: set):
         # A call with a custom rule carries the derivatives of its arguments.
         if is_float(op) and any(v in values for v in op.operands):
             new_values.append(op)
+    elif op.has(Trait.SUBGROUP):
+        # Carries the other lanes' derivatives too: active where its value is.
+        if is_float(op) and op.operands[0] in values:
+            new_values.append(op)
     elif definition in PARTIALS or definition in (TUPLE, EXTRACT):
         if is_float(op) or definition is TUPLE:
             if any(v in values for v in op.operands):

@@ -17,7 +17,8 @@ from typing import Callable
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ARITHMETIC, CAST, MATH, SELECT, UNARY, OpDefinition)
+from kernelkit.ir.definitions import (ARITHMETIC, CAST, MATH, SELECT, SUBGROUP, UNARY,
+                                      OpDefinition)
 from kernelkit.ir.ops import Value, constant_value, is_op
 
 ONE = "one"
@@ -262,6 +263,18 @@ def scaled(b: Builder, derivative: Value, partial: Value) -> Value:
     zero = b.constant(0.0, product.type)
     return b.select(b.compare("eq", derivative, b.constant(0.0, derivative.type)), zero,
                     product)
+
+
+# -- subgroup operations ----------------------------------------------------------------------
+# An exchange between the lanes of a subgroup has no partials of its own: it is linear in
+# its value, so a tangent goes through the operation itself (the tangent of a shuffle is
+# the shuffle of the tangents from the same lanes), and an adjoint through the
+# operation's transpose. Every lane receives the sum r of the members' values v_k, so
+# dv_k is the sum over the lanes of dr: the transpose of a sum is a sum. (A shuffle's
+# transpose scatters each adjoint back to the lane it came from, where several may meet:
+# no subgroup operation does that, so a reverse shuffle is refused.)
+SUBGROUP_TANGENTS = frozenset({SUBGROUP["sum"], SUBGROUP["shuffle"]})
+SUBGROUP_TRANSPOSES: dict[OpDefinition, OpDefinition] = {SUBGROUP["sum"]: SUBGROUP["sum"]}
 
 
 def times(b: Builder, derivative: Value, partial) -> Value | None:

@@ -23,7 +23,7 @@ from ..custom import JVP_MARKER, VJP_MARKER
 from .clone import clone_with_parameters
 from .custom import (direct_call, erase_unused_references, plain_call,
                      refuse_vjp_in_forward)
-from .derivatives import PARTIALS, times
+from .derivatives import PARTIALS, SUBGROUP_TANGENTS, times
 
 
 def tangent_kernel(kernel: Function, activities: list[str], parameters: list[Parameter],
@@ -132,6 +132,9 @@ class Tangents:
             return
         if op not in self.active:
             return
+        if op.has(Trait.SUBGROUP):
+            self.subgroup_tangent(op)
+            return
         rule = PARTIALS.get(definition)
         if rule is None:
             raise source_error(self.function, op, f"there is no derivative rule for "
@@ -150,6 +153,16 @@ class Tangents:
             if term is not None:
                 total = term if total is None else b.binary("add", total, term)
         self.tangent[op] = total if total is not None else b.constant(0.0, op.type.strong)
+
+    def subgroup_tangent(self, op: Op) -> None:
+        """The subgroup operation applied to the tangents (`SUBGROUP_TANGENTS`)."""
+        if op.definition not in SUBGROUP_TANGENTS:
+            raise source_error(self.function, op, f"there is no derivative rule for "
+                               f"'{op.opcode}' on values that carry derivatives",
+                               "compute this value from Const arguments only")
+        tangent = self.of(op.operands[0], op.type.strong)
+        self.tangent[op] = self.b.op(op.definition, [tangent, *op.operands[1:]], op.type,
+                                     dict(op.attrs))
 
     def custom_rule(self, op: Op) -> None:
         """A call with a custom rule: a plain call when nothing it gets carries a

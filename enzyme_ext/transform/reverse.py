@@ -52,7 +52,7 @@ from .activity import ActivityAnalysis, analyze, array_root, source_error
 from .augmented import augmented_kernel
 from .custom import (NO_DERIVATIVE, VJP_RESULT, expand_vjp, is_marker, markers,
                      refuse_jvp_in_reverse)
-from .derivatives import PARTIALS, times
+from .derivatives import PARTIALS, SUBGROUP_TRANSPOSES, times
 from .group_sum import GroupSum
 from .restore import Restorer
 from .positions import (linear_group, linear_local_item, linear_work_item, own_element,
@@ -598,6 +598,9 @@ class Reverse:
             return
         if not self.activity.needs_adjoint(op) or self.adjoint_is_zero(op):
             return
+        if op.has(Trait.SUBGROUP):
+            self.reverse_subgroup(op)
+            return
         rule = PARTIALS.get(definition)
         if rule is None:
             raise source_error(self.kernel, op, f"there is no derivative rule for "
@@ -611,6 +614,20 @@ class Reverse:
                 contribution = times(b, adjoint, partial)
                 if contribution is not None:
                     self.accumulate(operand, contribution)
+
+    def reverse_subgroup(self, op: Op) -> None:
+        """The operation's transpose applied to the adjoints (`SUBGROUP_TRANSPOSES`)."""
+        transpose = SUBGROUP_TRANSPOSES.get(op.definition)
+        if transpose is None:
+            raise source_error(self.kernel, op, f"there is no reverse derivative rule for "
+                               f"'{op.opcode}' on values that carry derivatives",
+                               "compute this value from Const arguments only, or exchange "
+                               "the values through kk.localmem and kk.synchronize()")
+        adjoint = self.take_adjoint(op)
+        value = op.operands[0]
+        if self.activity.needs_adjoint(value):
+            self.accumulate(value, self.b.op(transpose, [adjoint, *op.operands[1:]],
+                                             adjoint.type, dict(op.attrs)))
 
     def reverse_custom(self, op: Op) -> None:
         """The custom rule's backward function on the residuals and the adjoint, one

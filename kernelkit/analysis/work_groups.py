@@ -1,7 +1,8 @@
 """Whether a kernel can tell its work-groups apart: what a backend may change about the
 work-group shape without changing any result.
 
-A kernel observes its work-groups when it uses local memory or barriers, asks for its
+A kernel observes its work-groups when it uses local memory, barriers or subgroup
+operations (a subgroup is made of work-items of one group), asks for its
 local or group index (other than inside its global index, `group_id * size + local_id`
 with the work-group's own size), or reads the work-group's size (`kk.groupsize()`, which
 the frontend notes in `Module.notes`, since it folds to constants). A kernel that does
@@ -11,7 +12,8 @@ kernel a plugin transformed as observing them: its transform may have built code
 group shape.)"""
 from __future__ import annotations
 
-from ..ir.definitions import ADD, BARRIER, BARRIER_ANY, GROUP_ID, LOCAL_ID, LOCALMEM, MUL
+from ..ir.definitions import (ADD, BARRIER, BARRIER_ANY, GROUP_ID, LOCAL_ID, LOCALMEM, MUL,
+                              Trait)
 from ..ir.function import Module
 from ..ir.ops import Op, constant_value, is_op
 
@@ -26,7 +28,7 @@ def observes_work_groups(module: Module, workgroupsize: tuple[int, ...]) -> bool
     users: dict = {}
     ops = [op for function in module.functions.values() for op in function.ops()]
     for op in ops:
-        if op.definition in (LOCALMEM, BARRIER, BARRIER_ANY):
+        if op.definition in (LOCALMEM, BARRIER, BARRIER_ANY) or op.has(Trait.SUBGROUP):
             return True
         for operand in op.all_operands():
             users.setdefault(operand, []).append(op)

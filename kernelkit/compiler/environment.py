@@ -38,6 +38,13 @@ class KernelEnvironment:
         the code after the barrier another way."""
         raise NotImplementedError
 
+    def subgroup(self, builder: ir.IRBuilder, op: Op, operands: list[ir.Value]) -> ir.Value:
+        """The result of `op`, a subgroup operation (`kernelkit.ir.subgroups` says what
+        each gives), of its lowered `operands`. A target without subgroup hardware has
+        them rewritten by one of its passes first (the CPU's:
+        `passes/subgroups_in_local_memory.py`) and is never asked."""
+        raise NotImplementedError
+
     def kernel_return(self, builder: ir.IRBuilder) -> None:
         raise NotImplementedError
 

@@ -188,6 +188,9 @@ class BodyLowering:
     def op_barrier_any(self, builder, op: Op):
         return self.env.barrier_any(builder, op, self.use(builder, op.operands[0]))
 
+    def op_subgroup(self, builder, op: Op):
+        return self.env.subgroup(builder, op, self.operands(builder, op))
+
     def op_barrier(self, builder, op: Op):
         after = self.llvm_function.append_basic_block("after_barrier")
         self.env.barrier(builder, after)
@@ -436,4 +439,5 @@ LOWERINGS = {
     **{definition: BodyLowering.op_compare for definition in D.COMPARISONS.values()},
     **{definition: BodyLowering.op_math for definition in D.MATH.values()},
     **{definition: BodyLowering.op_atomic for definition in D.ATOMICS.values()},
+    **{definition: BodyLowering.op_subgroup for definition in D.SUBGROUP.values()},
 }

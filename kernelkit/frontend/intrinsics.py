@@ -18,10 +18,12 @@ from ..analysis.work_groups import NOTE as WORK_GROUPS_OBSERVED
 from ..ir import print_format
 from ..ir import types as T
 from ..ir.definitions import (ATOMICS, GROUP_ID, LOCAL_ID, LOCALMEM, MATH, NDRANGE, PRIVATE,
-                              OpDefinition)
+                              SUBGROUP, OpDefinition)
 from ..ir.math_functions import MATH_FUNCTIONS, MathFunction
 from ..ir.ops import constant_value
+from ..ir.subgroups import REDUCTIONS, SUBGROUP_SIZE, VOTES
 from ..lang import intrinsics as kk
+from ..lang import subgroups
 from .values import PyConst, StructValue, is_const
 
 _HANDLERS: dict[int, object] = {}
@@ -204,6 +206,91 @@ def barrier_any(tr, node):
     work-item, whether `condition` was true on any work-item of the group."""
     args, _ = positional(tr, node, 1, 1, "kk.synchronize_any")
     return tr.builder.op("barrier_any", [tr.truth(args[0], node)], T.bool_)
+
+
+# -- subgroups (`ir/subgroups.py`) ------------------------------------------------------------
+
+@handles(subgroups.subgroup_size)
+def subgroup_size_(tr, node):
+    positional(tr, node, 0, 0, "kk.subgroup_size")
+    return tr.constant(SUBGROUP_SIZE, T.int64)
+
+
+@handles(subgroups.subgroup_index)
+def subgroup_index_(tr, node):
+    positional(tr, node, 0, 0, "kk.subgroup_index")
+    return lane(tr, node)
+
+
+def lane(tr, node):
+    """The work-item's lane: its linear local index modulo the subgroup size."""
+    sizes = group_sizes(tr)
+    item = linearize(tr, [geometry(tr, LOCAL_ID, d) for d in range(len(sizes))],
+                     [tr.constant(s, T.int64) for s in sizes], node)
+    return tr.binary("mod", item, tr.constant(SUBGROUP_SIZE, T.int64), node)
+
+
+def subgroup_value(tr, value, node, name):
+    """A shuffle's or reduction's value: a number (a Python number as its NumPy type)."""
+    value = tr.python_value(value.value, node) if isinstance(value, PyConst) else value
+    if not tr.is_scalar(value):
+        raise tr.error(f"{name} takes a number, got a {tr.type_name(value)}", node,
+                       hint="exchange a vector's or a tuple's elements one by one")
+    return tr.cast(value, value.type.strong)
+
+
+def subgroup_op(tr, kind: str, operands):
+    return tr.builder.op(SUBGROUP[kind], operands, SUBGROUP[kind].result(
+        [v.type for v in operands], {}), {"group": tuple(group_sizes(tr))})
+
+
+def shuffle(name: str, source_lane):
+    """`name(value, n)`: a shuffle from the lane `source_lane(tr, n, node)`."""
+    def handler(tr, node):
+        args, _ = positional(tr, node, 2, 2, name)
+        value = subgroup_value(tr, args[0], node, name)
+        amount = subgroup_value(tr, args[1], node, name)
+        if not amount.type.is_integer:
+            raise tr.error(f"{name}'s second argument must be an integer, got "
+                           f"{amount.type.name}", node)
+        source = source_lane(tr, tr.cast(amount, T.int64), node)
+        return subgroup_op(tr, "shuffle", [value, source])
+    return handler
+
+
+handles(subgroups.shuffle)(shuffle("kk.shuffle", lambda tr, source, node: source))
+handles(subgroups.shuffle_down)(shuffle(
+    "kk.shuffle_down", lambda tr, delta, node: tr.binary("add", lane(tr, node), delta, node)))
+handles(subgroups.shuffle_up)(shuffle(
+    "kk.shuffle_up", lambda tr, delta, node: tr.binary("sub", lane(tr, node), delta, node)))
+handles(subgroups.shuffle_xor)(shuffle(
+    "kk.shuffle_xor", lambda tr, mask, node: tr.binary("xor", lane(tr, node), mask, node)))
+
+
+def subgroup_reduction(kind: str):
+    def handler(tr, node):
+        name = f"kk.subgroup_{kind}"
+        args, _ = positional(tr, node, 1, 1, name)
+        value = subgroup_value(tr, args[0], node, name)
+        if value.type.is_bool:
+            raise tr.error(f"{name} takes a number, got a bool", node,
+                           hint="use kk.subgroup_any or kk.subgroup_all for conditions, or "
+                                "convert with int(...) to count")
+        return subgroup_op(tr, kind, [value])
+    return handler
+
+
+def subgroup_vote(kind: str):
+    def handler(tr, node):
+        args, _ = positional(tr, node, 1, 1, f"kk.subgroup_{kind}")
+        return subgroup_op(tr, kind, [tr.truth(args[0], node)])
+    return handler
+
+
+for _kind in REDUCTIONS:
+    handles(getattr(subgroups, f"subgroup_{_kind}"))(subgroup_reduction(_kind))
+for _kind in VOTES:
+    handles(getattr(subgroups, f"subgroup_{_kind}"))(subgroup_vote(_kind))
 
 
 # -- atomics ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from . import fold as evaluate
 from . import types as T
 from .math_functions import MATH_FUNCTIONS
+from .subgroups import REDUCTIONS, VOTES
 
 if TYPE_CHECKING:
     from .function import Module
@@ -45,6 +46,8 @@ class Trait(enum.Enum):
     ALLOCATION = enum.auto()      # a new array (local: per group, private: per work-item)
     CALL = enum.auto()            # calls a function of the module
     LOOKS_THROUGH = enum.auto()   # the value is one of its operands (tuple, extract)
+    SUBGROUP = enum.auto()        # exchanges values within the subgroup (`ir/subgroups.py`):
+                                  # every work-item of the group reaches it
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,6 +397,41 @@ BARRIER = define("barrier", (), nothing, effects=Effects(barrier=True), traits=(
 # A barrier that tells every work-item whether any work-item's operand was true.
 BARRIER_ANY = define("barrier_any", ("condition",), boolean, effects=Effects(barrier=True),
                      traits=(Trait.BARRIER, Trait.GROUP_UNIFORM), verify=_condition_is_bool)
+
+def _subgroup_value(op: Op, module: Module | None) -> list[str]:
+    value = op.operands[0].type
+    if not isinstance(value, T.ScalarType):
+        return [f"{op.opcode} of a {value.name}: numbers only"]
+    if op.definition.member in REDUCTIONS and value.is_bool:
+        return [f"{op.opcode} of a bool"]
+    if op.definition.member == "shuffle" and op.operands[1].type != T.int64:
+        return [f"{op.opcode} from a lane of type {op.operands[1].type.name}, not int64"]
+    return []
+
+
+def _ballot(types, attrs):
+    return T.uint32
+
+
+# The subgroup operations (`ir/subgroups.py` says what each gives); `group` is the
+# work-group's shape, which says which work-items form a subgroup. Exchanging values with
+# the other lanes, they keep their place and count (never speculated, merged or removed)
+# as a barrier does.
+_SUBGROUP_EFFECTS = Effects(barrier=True)
+_SUBGROUP_TRAITS = (Trait.SUBGROUP, Trait.PER_WORK_ITEM)
+SUBGROUP: dict[str, OpDefinition] = {
+    "shuffle": define("subgroup.shuffle", ("value", "source"), same_as_first,
+                      effects=_SUBGROUP_EFFECTS, traits=_SUBGROUP_TRAITS,
+                      attributes=("group",), verify=_subgroup_value, member="shuffle"),
+    **{name: define(f"subgroup.{name}", ("value",), same_as_first, effects=_SUBGROUP_EFFECTS,
+                    traits=_SUBGROUP_TRAITS, attributes=("group",), verify=_subgroup_value,
+                    member=name)
+       for name in REDUCTIONS},
+    **{name: define(f"subgroup.{name}", ("condition",), _ballot if name == "ballot" else boolean,
+                    effects=_SUBGROUP_EFFECTS, traits=_SUBGROUP_TRAITS, attributes=("group",),
+                    verify=_condition_is_bool, member=name)
+       for name in VOTES},
+}
 
 PRINT = define("print", ("values*",), nothing, effects=Effects(unknown=True),
                attributes=("format",))

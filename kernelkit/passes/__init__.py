@@ -13,8 +13,9 @@ from .pipeline import PASSES, Pipeline, run_passes
 from .simplify import Simplify
 from .split_barriers import SplitBarriers
 from .split_tuples import SplitTuples
+from .subgroups_in_local_memory import SubgroupsInLocalMemory
 from .trip_counts import TripCounts
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
            "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "LoopBarriers", "MaskedLoops",
-           "SplitBarriers", "SplitTuples", "TripCounts"]
+           "SplitBarriers", "SplitTuples", "SubgroupsInLocalMemory", "TripCounts"]
