@@ -83,11 +83,11 @@ _CHUNK_SECONDS = 20e-3
 """The longest a chunk should take (estimated from the kernel's earlier chunks): the
 waiting thread sees a KeyboardInterrupt between two chunks."""
 _WAIT_SECONDS = 0.05    # a sleeping thread looks again after this long
-_SPIN_CYCLES = 200_000  # about 0.1 ms: how long a waiting thread watches for a retirement
-# About 0.5 ms: how long an idle worker watches the mailbox and the queue for new work.
+_SPIN_NANOSECONDS = 100_000  # how long a waiting thread watches for a retirement
+# How long an idle worker watches the mailbox and the queue for new work.
 # Launches a program makes in a loop come closer together than that, so the workers
 # are there for each (OpenMP's threads spin a few milliseconds by default).
-_SERVE_CYCLES = 1_300_000
+_SERVE_NANOSECONDS = 500_000
 # A launch its kernel's earlier launches show to take this long on one thread, up to
 # `_JOINED_SECONDS`, is led by the launching thread on an idle device (`_Device.lead`):
 # shared with the awake workers natively, in chunks of about `_LED_CHUNK_SECONDS`.
@@ -103,7 +103,7 @@ the estimate say it is. Not more often: a launch worth sharing runs slower so (a
 100k-element saxpy, 12 us alone and 7 us shared, is near the line on 2 cores)."""
 _LED_CHUNK_SECONDS = 5e-7
 _BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
-_WAKE_CYCLES = 260_000  # about 0.1 ms: how long the waking thread waits for one to watch
+_WAKE_NANOSECONDS = 100_000  # how long the waking thread waits for one to watch
 _SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                   ctypes.c_int64)
 _PYTHON_SCALARS = (float, int, bool)
@@ -1124,7 +1124,7 @@ class _Device:
             # sleeps here could be woken on the core the worker now runs on, and the
             # two share one core for milliseconds.
             if self._spin is not None:
-                self._spin(self.mailbox.watching_address, watching, _WAKE_CYCLES)
+                self._spin(self.mailbox.watching_address, watching, _WAKE_NANOSECONDS)
             else:
                 time.sleep(1e-4)   # a new worker compiles the spin wait (see `Mailbox`)
 
@@ -1193,10 +1193,10 @@ class _Device:
                     try:
                         if self.mailbox.ready:
                             served = self.mailbox.serve(self.retired_address, seen,
-                                                        _SPIN_CYCLES, once=True)
+                                                        _SPIN_NANOSECONDS, once=True)
                             self.mailbox.forget_core()   # (it is not a worker)
                         else:
-                            self.spin()(self.retired_address, seen, _SPIN_CYCLES)
+                            self.spin()(self.retired_address, seen, _SPIN_NANOSECONDS)
                     finally:
                         self.condition.acquire()
                     if not served and self.queue and int(self.retired[0]) == seen:
@@ -1240,7 +1240,7 @@ class _Device:
 
     def work(self) -> None:
         """Run chunks; when there are none, serve the mailbox and watch for the next
-        submission for about `_SERVE_CYCLES` in native code (without the GIL, without
+        submission for about `_SERVE_NANOSECONDS` in native code (without the GIL, without
         sleeping: launches that follow each other start on every thread at once), then
         sleep until notified."""
         word = self.submissions.ctypes.data
@@ -1252,7 +1252,7 @@ class _Device:
                 seen = int(self.submissions[0])
                 self.condition.release()
                 try:
-                    self.mailbox.serve(word, seen, _SERVE_CYCLES)
+                    self.mailbox.serve(word, seen, _SERVE_NANOSECONDS)
                 finally:
                     self.condition.acquire()
                 if int(self.submissions[0]) == seen:

@@ -5,11 +5,13 @@ its passes, the host triple and machine, how LLVM's pipeline is tuned, object co
 loading object code into the process."""
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass
 
 from llvmlite import binding as llvm
@@ -33,9 +35,12 @@ def _initialize_llvm() -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _target_machine(cpu: str, features: str, opt_level: int):
+def _target_machine(triple: str, cpu: str, features: str, opt_level: int):
     _initialize_llvm()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
+    if triple != llvm.get_process_triple():
+        llvm.initialize_all_targets()       # (cross-compiling: `CPUTarget.cross`)
+        llvm.initialize_all_asmprinters()
+    target = llvm.Target.from_triple(triple)
     return target.create_target_machine(cpu=cpu, features=features, opt=min(opt_level, 3),
                                         reloc="pic", codemodel="jitdefault")
 
@@ -49,6 +54,9 @@ class CPUTarget(Target):
     # Kernels record their accesses for the race detector (`races.py`), and only the
     # kernel's own barriers cut them into regions.
     races: bool = False
+    # The machine the code is for: "" for this process's; another only to compile for it
+    # (`cross`), never to load.
+    target_triple: str = ""
 
     @classmethod
     def host(cls) -> CPUTarget:
@@ -57,8 +65,14 @@ class CPUTarget(Target):
         return cls(llvm.get_host_cpu_name(), features,
                    vector_library=vector_library(features))
 
+    @classmethod
+    def cross(cls, triple: str, cpu: str = "generic", features: str = "") -> CPUTarget:
+        """A target for another machine (`triple`), whose object code is only compiled:
+        what kernelkit's generated code needs of a CPU can be checked without one."""
+        return cls(cpu, features, target_triple=triple)
+
     def machine(self, opt_level: int = 3) -> llvm.TargetMachine:
-        return _target_machine(self.cpu, self.features, opt_level)
+        return _target_machine(self.triple(), self.cpu, self.features, opt_level)
 
     def passes(self) -> tuple[str, ...]:
         """First, subgroup operations become local memory and barriers: a CPU has no
@@ -71,7 +85,7 @@ class CPUTarget(Target):
                 "loop-barriers", "split-barriers")
 
     def triple(self) -> str:
-        return llvm.get_process_triple()
+        return self.target_triple or llvm.get_process_triple()
 
     def emit_kernel(self, module: ir.Module, ir_module, job) -> dict:
         builder = GroupFunctionBuilder(module, ir_module, job, entry_symbol(job))
@@ -165,11 +179,11 @@ def _check_resolvable(needed, kernel: str) -> None:
 _loader = _Loader()
 
 _SPIN = """
-declare i64 @llvm.readcyclecounter()
 {relax_definition}
-define i64 @kernelkit_spin_while_equal(ptr %word, i64 %value, i64 %cycles) nounwind {{
+{clock_definition}
+define i64 @kernelkit_spin_while_equal(ptr %word, i64 %value, i64 %nanoseconds) nounwind {{
 entry:
-  %start = call i64 @llvm.readcyclecounter()
+  %start = call i64 @now_ns()
   br label %loop
 loop:
   %spins = phi i64 [ 0, %entry ], [ %spins.next, %wait ]
@@ -179,9 +193,9 @@ loop:
 wait:
   %ignored.gave = call i1 @relax(i64 %spins)
   %spins.next = add i64 %spins, 1
-  %now = call i64 @llvm.readcyclecounter()
+  %now = call i64 @now_ns()
   %spent = sub i64 %now, %start
-  %over = icmp uge i64 %spent, %cycles
+  %over = icmp uge i64 %spent, %nanoseconds
   br i1 %over, label %done, label %loop
 done:
   ret i64 %seen
@@ -213,6 +227,53 @@ waiting until the scheduler takes the core from it, milliseconds later. Returns
 whether it gave the core away this turn."""
 
 
+_CLOCK_POSIX = """
+declare i32 @clock_gettime(i32, ptr) nounwind
+
+define private i64 @now_ns() nounwind {{
+entry:
+  %spec = alloca [2 x i64], align 8
+  %ignored = call i32 @clock_gettime(i32 {clock}, ptr %spec)
+  %seconds = load i64, ptr %spec, align 8
+  %part.word = getelementptr i64, ptr %spec, i64 1
+  %part = load i64, ptr %part.word, align 8
+  %whole = mul i64 %seconds, 1000000000
+  %time = add i64 %whole, %part
+  ret i64 %time
+}}
+"""
+_CLOCK_WINDOWS = """
+declare i32 @QueryPerformanceCounter(ptr) nounwind
+
+define private i64 @now_ns() nounwind {{
+entry:
+  %count.slot = alloca i64, align 8
+  %ignored = call i32 @QueryPerformanceCounter(ptr %count.slot)
+  %count = load i64, ptr %count.slot, align 8
+  %seconds = udiv i64 %count, {frequency}
+  %rest = urem i64 %count, {frequency}
+  %whole = mul i64 %seconds, 1000000000
+  %rest.scaled = mul i64 %rest, 1000000000
+  %part = udiv i64 %rest.scaled, {frequency}
+  %time = add i64 %whole, %part
+  ret i64 %time
+}}
+"""
+"""`now_ns()`: a monotonic clock in nanoseconds, for every wait and budget of the
+runtime's native code (a CPU's cycle counter ticks at another rate on each machine, and
+on some AArch64 systems user code may not read it): `clock_gettime(CLOCK_MONOTONIC)`
+(through the vDSO on Linux: some tens of nanoseconds), or Windows' performance
+counter."""
+
+
+def _clock_definition() -> str:
+    if os.name == "nt":
+        frequency = ctypes.c_int64()
+        ctypes.windll.kernel32.QueryPerformanceFrequency(ctypes.byref(frequency))
+        return _CLOCK_WINDOWS.format(frequency=frequency.value)
+    return _CLOCK_POSIX.format(clock=time.CLOCK_MONOTONIC)
+
+
 _CORE = """
 {getcpu_declaration}
 define private i64 @core() nounwind {{
@@ -223,11 +284,13 @@ entry:
 """`core()`: the core the calling thread runs on (`sched_getcpu`, on Linux), or -1."""
 
 
-def with_relax(template: str) -> str:
+def with_relax(template: str, triple: str | None = None, **fields) -> str:
     """LLVM IR text from `template`, a `str.format` template (braces doubled) that may
-    use {relax_definition}, which defines `i1 @relax(i64 %spins)` (`_RELAX`), and
-    {core_definition}, which defines `i64 @core()` (`_CORE`)."""
-    x86 = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
+    use {relax_definition}, which defines `i1 @relax(i64 %spins)` (`_RELAX`),
+    {core_definition}, which defines `i64 @core()` (`_CORE`), and {clock_definition},
+    which defines `i64 @now_ns()` (`_CLOCK_POSIX`), and any of `fields`; for `triple`'s
+    machine (this process's by default)."""
+    x86 = (triple or llvm.get_process_triple()).startswith(("x86_64", "i686", "i386"))
     posix = os.name == "posix"
     linux = sys.platform.startswith("linux")
     relax = _RELAX.format(
@@ -239,14 +302,15 @@ def with_relax(template: str) -> str:
         getcpu_declaration="declare i32 @sched_getcpu() nounwind" if linux else "",
         getcpu_call=("%cpu = call i32 @sched_getcpu()\n  %wide = sext i32 %cpu to i64\n"
                      "  ret i64 %wide") if linux else "ret i64 -1")
-    return template.format(relax_definition=relax, core_definition=core)
+    return template.format(relax_definition=relax, core_definition=core,
+                           clock_definition=_clock_definition(), **fields)
 
 
 @functools.lru_cache(maxsize=1)
 def spin_while_equal_address() -> int:
-    """The address of `i64 spin(ptr word, i64 value, i64 cycles)`: native code that
-    watches `*word` until it differs from `value` or about `cycles` CPU cycles have
-    passed, and returns what it saw. Called through ctypes, it waits without the GIL and
+    """The address of `i64 spin(ptr word, i64 value, i64 nanoseconds)`: native code that
+    watches `*word` until it differs from `value` or `nanoseconds` have passed, and
+    returns what it saw. Called through ctypes, it waits without the GIL and
     without going to sleep, so a worker thread picks up the next launch at once."""
     from kernelkit.compiler.native import host_functions
     return host_functions(with_relax(_SPIN), {})["kernelkit_spin_while_equal"]

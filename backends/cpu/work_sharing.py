@@ -68,6 +68,9 @@ from .calls import (
 )
 
 MAILBOX_WORDS = 24
+PREEMPTED_GAP_NANOSECONDS = 40_000
+"""A gap this long between two looks of a worker that watches the mailbox is a time the
+system ran another thread on its core: it does not count as time spent watching."""
 _WATCHING = 12   # the word that counts the workers in `serve`
 _CORE = 14       # the core a watching worker last ran on
 
@@ -77,9 +80,9 @@ _SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctyp
                           ctypes.c_int64, ctypes.c_bool)
 
 _SOURCE = """
-declare i64 @llvm.readcyclecounter()
 {relax_definition}
 {core_definition}
+{clock_definition}
 
 define private i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk,
                           i1 %from.back) nounwind {{
@@ -218,7 +221,7 @@ out:
 }}
 
 define i64 @kernelkit_serve(ptr %mailbox, ptr %submissions, i64 %seen,
-                            i64 %cycles, i1 %once) nounwind {{
+                            i64 %nanoseconds, i1 %once) nounwind {{
 start:
   %entry.word = getelementptr i64, ptr %mailbox, i64 1
   %record.word = getelementptr i64, ptr %mailbox, i64 2
@@ -230,7 +233,7 @@ start:
   %ignored.watch = atomicrmw add ptr %watching, i64 1 seq_cst
   %first.core = call i64 @core()
   store atomic i64 %first.core, ptr %core.word seq_cst, align 8
-  %began = call i64 @llvm.readcyclecounter()
+  %began = call i64 @now_ns()
   br label %watch
 watch:
   %idle.time = phi i64 [ 0, %start ], [ %idle.after, %idle.on ], [ 0, %served ],
@@ -268,7 +271,7 @@ work:
   %ignored.out = atomicrmw sub ptr %inside, i64 1 seq_cst
   br label %served
 served:
-  %served.at = call i64 @llvm.readcyclecounter()
+  %served.at = call i64 @now_ns()
   br i1 %once, label %served.once, label %watch
 served.once:
   %ignored.unwatch.once = atomicrmw sub ptr %watching, i64 1 seq_cst
@@ -285,17 +288,17 @@ tell.core:   ; where it runs once it has its core back (the system may have move
   br label %idle.on
 idle.on:
   %spins.next = add i64 %spins, 1
-  %now = call i64 @llvm.readcyclecounter()
+  %now = call i64 @now_ns()
   ; Only short gaps count as time spent watching, or one after the thread gave its core
   ; away: a longer one is a time the system took the core from it (to run another), and
   ; it must still watch as long once it runs. (Counting the time it gave away, it stops
   ; watching beside a thread that needs the core.)
   %gap = sub i64 %now, %before
-  %short = icmp ult i64 %gap, 100000
+  %short = icmp ult i64 %gap, {preempted_gap}
   %counts = or i1 %short, %gave
   %counted = select i1 %counts, i64 %gap, i64 0
   %idle.after = add i64 %idle.time, %counted
-  %over = icmp uge i64 %idle.after, %cycles
+  %over = icmp uge i64 %idle.after, %nanoseconds
   br i1 %over, label %timed.out, label %watch
 to.python:
   %ignored.unwatch = atomicrmw sub ptr %watching, i64 1 seq_cst
@@ -359,19 +362,11 @@ differs:
 # its kernel's books, `call_timed` and `lead_timed` (see `Mailbox`). A kernel's state is
 # STATE_WORDS doubles.
 _TIMED = """
-declare i32 @clock_gettime(i32, ptr) nounwind
-
 define private double @now() nounwind {
 start:
-  %spec = alloca [2 x i64], align 8
-  %ignored = call i32 @clock_gettime(i32 1, ptr %spec)
-  %seconds = load i64, ptr %spec, align 8
-  %nanoseconds.word = getelementptr i64, ptr %spec, i64 1
-  %nanoseconds = load i64, ptr %nanoseconds.word, align 8
-  %whole = sitofp i64 %seconds to double
-  %part = sitofp i64 %nanoseconds to double
-  %fraction = fmul double %part, 1.0e-9
-  %time = fadd double %whole, %fraction
+  %nanoseconds = call i64 @now_ns()
+  %whole = sitofp i64 %nanoseconds to double
+  %time = fmul double %whole, 1.0e-9
   ret double %time
 }
 
@@ -585,16 +580,11 @@ _TIMED_CALLS = (("call_timed", "obbii"), ("lead_timed", "obbii"))
 def _compiled() -> _Functions:
     from kernelkit.compiler.native import host_functions
 
-    from .target import with_relax
     matches = argument_checks.matches_definition()
     fast = matches is not None and C_API is not None
     timed = fast and sys.platform.startswith("linux")
-    source = with_relax(_SOURCE) + (_CHECKED + matches if matches else "")
     calls = _CHECKED_CALLS + (_TIMED_CALLS if timed else ())
-    if fast:
-        source += (_TIMED if timed else "") + FAST_CALL_DECLARATIONS + "".join(
-            fast_call_source(f"kernelkit_fast_{name}", f"kernelkit_{name}", kinds)
-            for name, kinds in calls)
+    source = native_source(matches, fast, timed, calls)
     symbols = {**interrupts.SYMBOLS, **(C_API if fast else {})}
     functions = host_functions(source, symbols)   # from the disk cache, once there
     lead = functions["kernelkit_lead"]
@@ -607,6 +597,21 @@ def _compiled() -> _Functions:
     made = {name: made.get(name) for name, _ in _CHECKED_CALLS + _TIMED_CALLS}
     return _Functions(untyped(lead, _LEAD(lead), ctypes.c_int64),
                       _SERVE(functions["kernelkit_serve"]), **made)
+
+
+def native_source(matches: str | None, fast: bool, timed: bool, calls,
+                  triple: str | None = None) -> str:
+    """The LLVM IR text of the mailbox's functions (`_compiled`), for `triple`'s machine
+    (this process's by default): with the native argument check where `matches`, the
+    builtins that call them where `fast`, and the timed calls where `timed`."""
+    from .target import with_relax
+    source = with_relax(_SOURCE, triple, preempted_gap=PREEMPTED_GAP_NANOSECONDS) + \
+        (_CHECKED + matches if matches else "")
+    if fast:
+        source += (_TIMED if timed else "") + FAST_CALL_DECLARATIONS + "".join(
+            fast_call_source(f"kernelkit_fast_{name}", f"kernelkit_{name}", kinds)
+            for name, kinds in calls)
+    return source
 
 
 def checked_function(address: int, parameters: int):
@@ -697,14 +702,15 @@ class Mailbox:
             key = self._keys[entry] = struct.pack("=QQ", self.address, entry)
         return self._lead(key, record, first, groups, min(chunk, groups - first), helpers)
 
-    def serve(self, submissions: int, seen: int, cycles: int, once: bool = False) -> bool:
-        """Run what is posted, and watch for more for about `cycles` CPU cycles after
+    def serve(self, submissions: int, seen: int, nanoseconds: int,
+              once: bool = False) -> bool:
+        """Run what is posted, and watch for more for `nanoseconds` after
         the last (a time the system ran other threads does not count); True where the
         word at `submissions` changed from `seen` (a launch was queued in Python), or
-        `once` a post was served, False after the cycles passed with nothing."""
+        `once` a post was served, False after the time passed with nothing."""
         if self._serve is None:
             self._load()
-        return bool(self._serve(self.address, submissions, seen, cycles, once))
+        return bool(self._serve(self.address, submissions, seen, nanoseconds, once))
 
     def prepare(self) -> None:
         """Make the mailbox `ready` now, its functions compiled on a thread of their own

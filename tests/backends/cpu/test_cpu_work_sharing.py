@@ -58,7 +58,7 @@ def counting_leads(monkeypatch, device) -> list:
             count[0] += led > 0
             return led
         monkeypatch.setattr(device.mailbox, "lead_timed", counting_timed)
-    monkeypatch.setattr(runtime, "_SERVE_CYCLES", 10**13)
+    monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 10**13)
     monkeypatch.setattr(runtime, "_JOINED_SECONDS", 10.0)
     return count
 
@@ -380,11 +380,11 @@ def on_cpu(cpu: int, work) -> threading.Thread:
     return thread
 
 
-def watching_seconds(cycles: int) -> float:
-    """Seconds spent watching an empty mailbox for `cycles`."""
+def watching_seconds(nanoseconds: int) -> float:
+    """Seconds spent watching an empty mailbox for `nanoseconds`."""
     submissions = np.zeros(1, np.int64)
     start = time.perf_counter()
-    Mailbox().serve(submissions.ctypes.data, 0, cycles)
+    Mailbox().serve(submissions.ctypes.data, 0, nanoseconds)
     return time.perf_counter() - start
 
 
@@ -404,9 +404,9 @@ def test_a_watching_worker_gives_a_busy_core_back():
     import os
     cpu = min(os.sched_getaffinity(0))
     Mailbox().serve(np.zeros(1, np.int64).ctypes.data, 0, 1)   # compiled
-    cycles = 100_000_000   # 20 to 50 ms
+    nanoseconds = 30_000_000
     alone, beside = [], []
-    on_cpu(cpu, lambda: alone.append(watching_seconds(cycles))).join()
+    on_cpu(cpu, lambda: alone.append(watching_seconds(nanoseconds))).join()
     stop = threading.Event()
     data = bytes(8 << 20)
 
@@ -415,7 +415,7 @@ def test_a_watching_worker_gives_a_busy_core_back():
             hashlib.sha256(data).digest()
     hogging = on_cpu(cpu, hog)
     try:
-        on_cpu(cpu, lambda: beside.append(watching_seconds(cycles))).join()
+        on_cpu(cpu, lambda: beside.append(watching_seconds(nanoseconds))).join()
     finally:
         stop.set()
         hogging.join()
@@ -434,7 +434,7 @@ def test_a_worker_on_the_core_of_the_leader_is_kept_off_it_until_it_sleeps(monke
         pytest.skip("one CPU: no other core to move a worker to")
     device = runtime._Device()
     monkeypatch.setattr(runtime, "_device", device)
-    monkeypatch.setattr(runtime, "_SERVE_CYCLES", 10**13)   # the worker keeps watching
+    monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 10**13)   # the worker keeps watching
     cpu = runtime._sched_getcpu()
     try:
         os.sched_setaffinity(0, {cpu})
@@ -456,7 +456,7 @@ def test_a_worker_on_the_core_of_the_leader_is_kept_off_it_until_it_sleeps(monke
             time.sleep(0.001)
         assert device.mailbox.core not in (cpu, -1)   # it says where it runs now
         # Asleep, it may run anywhere again.
-        monkeypatch.setattr(runtime, "_SERVE_CYCLES", 1000)
+        monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 1000)
         with device.condition:
             device.submissions[0] += 1             # it looks again, with a short watch
         while device.sleeping == 0 and time.monotonic() < deadline:
@@ -612,7 +612,7 @@ def test_the_waking_thread_goes_on_once_a_woken_worker_watches(monkeypatch):
     # only until one watches.
     device = runtime._Device()
     monkeypatch.setattr(runtime, "_device", device)
-    monkeypatch.setattr(runtime, "_SERVE_CYCLES", 1000)
+    monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 1000)
     try:
         device.wake(2)    # starts the worker: it compiles, watches briefly and sleeps
         deadline = time.monotonic() + 30
@@ -620,8 +620,8 @@ def test_the_waking_thread_goes_on_once_a_woken_worker_watches(monkeypatch):
             time.sleep(0.001)
         assert device.sleeping == 1 and device.mailbox.ready
         device.spin()
-        monkeypatch.setattr(runtime, "_SERVE_CYCLES", 10**13)
-        monkeypatch.setattr(runtime, "_WAKE_CYCLES", 10**11)   # however loaded the machine
+        monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 10**13)
+        monkeypatch.setattr(runtime, "_WAKE_NANOSECONDS", 10**11)   # however loaded the machine
         device.wake(2)
         assert device.mailbox.watching == 1
     finally:
@@ -744,7 +744,7 @@ INTERRUPTED = textwrap.dedent("""
     for k in range(20):
         step(backend, 256)(a, k, ndrange=len(a))
         kk.synchronize(backend)
-    runtime._SERVE_CYCLES = 10**13   # the workers watch the mailbox all along
+    runtime._SERVE_NANOSECONDS = 10**13   # the workers watch the mailbox all along
     runtime._JOINED_SECONDS = 10.0
     with device.condition:
         device.submissions[0] += 1
