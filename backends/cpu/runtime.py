@@ -375,6 +375,10 @@ class CPU(Backend):
             regrouped = self.regrouped(prepared, workgroupsize, ndrange)
             if regrouped:
                 prepared, workgroupsize = regrouped
+                if prepared.fire is None:
+                    # (made here, from arguments of the kinds it was compiled for:
+                    # `_regrouped_fire` is asked with any)
+                    self.fast_launcher(prepared, args)
         geometry = prepared.geometry.get(ndrange)
         if geometry is None:
             geometry = _geometry(prepared, ndrange, workgroupsize)
@@ -513,7 +517,8 @@ class CPU(Backend):
 def _regrouped_fire(backend: CPU, prepared: PreparedKernel):
     """The fast launcher of a kernel that `CPU.launch` runs regrouped (`CPU.regrouped`):
     the fast launcher of the version that runs an ndrange, once a general launch has
-    made that version and launched it over that ndrange."""
+    made that version (and its fast launcher, from arguments of its kinds) and launched
+    it over that ndrange."""
     versions = prepared.regrouped
 
     def fire(args, n) -> bool:
@@ -522,10 +527,8 @@ def _regrouped_fire(backend: CPU, prepared: PreparedKernel):
         version = versions.get(n[-1] >= _LONGEST_ROW)
         if version is None:
             return False
-        regrouped = version[0]
-        if regrouped.fire is None:
-            regrouped.fire = _fast_launcher(backend, regrouped, args) or False
-        return regrouped.fire is not False and regrouped.fire(args, n)
+        fire = version[0].fire   # (made by `CPU.launch`, which made the version)
+        return bool(fire) and fire(args, n)
     return fire
 
 

@@ -178,6 +178,25 @@ def test_two_dimensional_launches_with_static_groups_take_the_fast_path(cpu, gen
     assert general_launches[2:] == [(16, 48)]
 
 
+@kk.kernel
+def copy_grid(y, x: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    y[i, j] = x[i, j]
+
+
+def test_a_regrouped_launcher_given_arrays_of_another_dtype_copies_them_exactly(cpu):
+    # The fast launcher of the regrouped version of the int8 kernel is asked first with
+    # int16 arrays: it must send them to the general launch, not pack them for int8.
+    # (Each dtype launched once, as the test of every dtype does, then again.)
+    launch = copy_grid(cpu, (4, 4))
+    for dtype in (np.int8, np.int16, np.uint64, np.int8, np.int16, np.uint64):
+        host = np.arange(99, dtype=dtype).reshape(9, 11) * 3
+        y = np.zeros((9, 11), dtype)
+        launch(y, host, ndrange=(9, 11))
+        kk.synchronize(cpu)
+        np.testing.assert_array_equal(y, host)
+
+
 @dataclasses.dataclass(frozen=True)
 class Coefficients:
     a: np.float32
