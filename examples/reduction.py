@@ -1,20 +1,27 @@
-"""Sum of an array by work-group tree reduction in local memory.
+"""The sum of an array, three ways, with their times:
 
-Each work-group loads GROUP values into local memory and halves the number of active
-work-items each round (a barrier between rounds) until one value, the group's sum, is
-left; work-item 0 writes it out. The same kernel is then launched on the partial sums,
-and again, until a single value remains: 100_003 -> 391 -> 2 -> 1.
+1. a tree in local memory (as KernelAbstractions users write it): each work-group loads
+   GROUP values, halves the number of active work-items each round (a barrier between
+   rounds) until one value, the group's sum, is left, and work-item 0 writes it out; the
+   same kernel then sums the partial sums, and again: 1_000_003 -> 3907 -> 16 -> 1;
+2. subgroup operations: each work-item adds up a strided share of the array, each
+   subgroup of 32 work-items sums its shares with `kk.subgroup_sum` (no local memory,
+   no barrier of one's own), and its first lane adds that into the result atomically;
+3. the library: `kernelkit.algorithms.sum`.
 
-    python examples/reduction.py [--backend cpu|cuda]
+    python examples/reduction.py [--backend cpu|cuda] [--n N]
 """
 import sys
+import time
 
 import numpy as np
 
 import kernelkit as kk
+import kernelkit.algorithms as ka
 from _common import example_parser, parse_command_line
 
 GROUP = 256  # work-group size; a power of two, so the halving rounds come out even
+GROUPS = 64  # work-groups of the subgroup sum; each work-item adds up a strided share
 
 
 @kk.kernel
@@ -38,7 +45,19 @@ def group_sums(partial, x: kk.Const, n):
         partial[group] = scratch[0]
 
 
-def device_sum(backend, x, n: int) -> float:
+@kk.kernel
+def subgroup_sums(total, x: kk.Const, n):
+    i = kk.index(kk.Global)
+    stride = kk.ndrange()[0]
+    share = np.float32(0.0)
+    for p in range(i, n, stride):
+        share += x[p]
+    subgroup_total = kk.subgroup_sum(share)
+    if kk.subgroup_index() == 0:
+        kk.atomic_add(total, 0, subgroup_total)
+
+
+def tree_sum(backend, x, n: int) -> float:
     """Reduce `x` (n values on `backend`) to one value with repeated launches of group_sums."""
     launch = group_sums(backend, GROUP)
     while n > 1:
@@ -52,20 +71,50 @@ def device_sum(backend, x, n: int) -> float:
     return float(kk.to_numpy(x)[0])
 
 
+def subgroup_sum(backend, x, n: int) -> float:
+    total = kk.zeros(backend, np.float32, 1)
+    subgroup_sums(backend, GROUP)(total, x, n, ndrange=GROUPS * GROUP)
+    kk.synchronize(backend)
+    return float(kk.to_numpy(total)[0])
+
+
+def library_sum(backend, x, n: int) -> float:
+    return float(kk.to_numpy(ka.sum(x)))
+
+
+def timed(function, *args, repeats: int = 20) -> tuple[float, float]:
+    """The result and the median time of `function(*args)` (after one run)."""
+    result = function(*args)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function(*args)
+        times.append(time.perf_counter() - start)
+    return result, float(np.median(times))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = example_parser("tree reduction with kernelkit")
-    _, backend = parse_command_line(parser, argv)
+    parser = example_parser("three ways to sum an array with kernelkit")
+    parser.add_argument("--n", type=int, default=1_000_003, help="values to sum")
+    arguments, backend = parse_command_line(parser, argv)
 
-    n = 100_003
+    n = arguments.n
     x_host = np.random.default_rng(0).random(n, dtype=np.float32)
-    total = device_sum(backend, kk.to_backend(backend, x_host), n)
-
+    x = kk.to_backend(backend, x_host)
     expected = float(np.sum(x_host, dtype=np.float64))
-    relative_error = abs(total - expected) / abs(expected)
-    # A tree of float32 additions loses about log2(n) * eps relative to the float64 sum.
-    ok = relative_error <= 1e-5
-    print(f"reduction: {'OK' if ok else 'MISMATCH'} "
-          f"(sum {total:.6g}, relative error {relative_error:.3g} vs float64 np.sum)")
+    _, numpy_time = timed(np.sum, x_host)
+    ok = True
+    for name, way in (("tree in local memory", tree_sum), ("subgroup_sum", subgroup_sum),
+                      ("kernelkit.algorithms.sum", library_sum)):
+        total, seconds = timed(way, backend, x, n)
+        relative_error = abs(total - expected) / abs(expected)
+        # float32 additions in a tree (or strided shares, then a tree) lose about
+        # log2(n) * eps relative to the float64 sum.
+        ok = ok and relative_error <= 1e-5
+        print(f"  {name:26} {total:.7g}  {seconds * 1e3:8.3f} ms "
+              f"(relative error {relative_error:.1e})")
+    print(f"  {'numpy.sum':26} {expected:.7g}  {numpy_time * 1e3:8.3f} ms")
+    print(f"reduction: {'OK' if ok else 'MISMATCH'} ({n:,} float32 on {backend})")
     return 0 if ok else 1
 
 
