@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import signal
 import sys
 import threading
@@ -93,6 +94,12 @@ _handler: int | None = None          # the native handler's address, once compil
 _handed_on: ctypes.c_void_p | None = None   # where it keeps the handler it hands on to
 
 
+@functools.lru_cache(maxsize=1)
+def _libc():
+    # (once: `find_library` runs ldconfig, milliseconds, and a backend is made often)
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
 def install() -> bool:
     """Put the native handler in front of Python's SIGINT handler, where Python's default
     one is installed and this one is not yet; whether it is in place now."""
@@ -101,7 +108,7 @@ def install() -> bool:
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return False
     with _lock:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = _libc()
         current = _Action()
         if libc.sigaction(signal.SIGINT, None, ctypes.byref(current)):
             return False

@@ -607,7 +607,7 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
                               f"n, {fingerprint}, {splice.cut}", splice, scalar_checks)
     else:
         source = _python_fire(backend, prepared, names, checked,
-                              f"{', '.join(kept[:2])}, {splice.cut}, {', '.join(kept[3:])}",
+                              ", ".join(kept[:2] + [splice.cut] + kept[3:]),
                               " and ".join(same), splice)
     exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
          namespace)

@@ -222,6 +222,20 @@ def test_a_new_dataclass_of_new_numbers_each_launch_takes_the_fast_path(cpu, gen
         assert all(native_answers)
 
 
+@kk.kernel
+def scalars_only(a, b):
+    i = kk.index(kk.Global)
+    c = a * b + i
+
+
+def test_a_kernel_of_scalars_only_takes_the_fast_path(cpu, general_launches, native_answers):
+    launch = scalars_only(cpu, 8)
+    for step in range(5):
+        launch(np.float32(step), 2.0 + step, ndrange=16)
+    kk.synchronize(cpu)
+    assert general_launches == [(16,)]
+
+
 def test_an_array_for_a_scalar_after_fast_launches_is_refused_by_name(cpu):
     y = np.zeros(16)
     flip = reciprocal(cpu, 8)
