@@ -68,6 +68,22 @@ def ceil_div(a, b):
     return size((a + b - 1) // b)
 
 
+def column_segment(item, length, inner, segments):
+    """Where work-item (o, s, j) (j fastest) of a pass over columns works: its segment
+    s of the run (o, j) of `length` elements `inner` apart, cut into `segments`; the
+    run's elements before that segment, how many the segment has, and the position of
+    its first element."""
+    length = size(length)
+    inner = size(inner)
+    segments = size(segments)
+    segment = (item // inner) % segments
+    run = item // inner // segments
+    per_segment = ceil_div(length, segments)
+    skipped = segment * per_segment
+    count = size(min(per_segment, length - skipped))
+    return segment, skipped, count, (run * length + skipped) * inner + item % inner
+
+
 def load(x, position):
     """The element of a flat run at `position` (`x` is 1-d, or 0-d with one element)."""
     if x.ndim == 0:
@@ -174,16 +190,8 @@ def reduction_kernels(f: Callable, op: Callable, accumulator: np.dtype) -> PassK
         """Work-item (o, s, j) (j fastest) reduces segment s of the run (o, j) into
         out[(o * segments + s) * inner + j]."""
         item = kk.index(kk.Global)
-        length = size(length)
         inner = size(inner)
-        segments = size(segments)
-        column = item % inner
-        segment = (item // inner) % segments
-        run = item // inner // segments
-        per_segment = ceil_div(length, segments)
-        skipped = segment * per_segment
-        count = size(min(per_segment, length - skipped))
-        first = (run * length + skipped) * inner + column
+        segment, skipped, count, first = column_segment(item, length, inner, segments)
         value = combine_strided(mapped(load(x, first)), x, first, inner, 1, count)
         if use_init:
             value = combined(init, value)
@@ -325,16 +333,8 @@ def arg_reduction_kernels(replaces: Callable, dtype: np.dtype, indexed: bool
                            inner, segments):
         """`reduce_columns` for pairs."""
         item = kk.index(kk.Global)
-        length = size(length)
         inner = size(inner)
-        segments = size(segments)
-        column = item % inner
-        segment = (item // inner) % segments
-        run = item // inner // segments
-        per_segment = ceil_div(length, segments)
-        skipped = segment * per_segment
-        count = size(min(per_segment, length - skipped))
-        first = (run * length + skipped) * inner + column
+        segment, skipped, count, first = column_segment(item, length, inner, segments)
         value = Value(load(x, first))
         index = np.int64(index_of(x_indices, first, skipped))
         for k in range(1, count):

@@ -35,7 +35,7 @@ import numpy as np
 
 import kernelkit as kk
 
-from ._reduction_kernels import (PassKernels, ceil_div, launch_pass, load,
+from ._reduction_kernels import (PassKernels, ceil_div, column_segment, launch_pass, load,
                                  reduction_kernels, size, split, store)
 from ._reduction_layout import GROUP, Layout
 from ._reduction_operators import same
@@ -157,16 +157,8 @@ def scan_kernels(f: Callable, op: Callable, accumulator: np.dtype) -> PassKernel
         """Work-item (o, s, j) (j fastest) scans segment s of the run (o, j), starting
         from carries[(o * segments + s) * inner + j] (or `init`, or nothing)."""
         item = kk.index(kk.Global)
-        length = size(length)
         inner = size(inner)
-        segments = size(segments)
-        column = item % inner
-        segment = (item // inner) % segments
-        run = item // inner // segments
-        per_segment = ceil_div(length, segments)
-        skipped = segment * per_segment
-        count = size(min(per_segment, length - skipped))
-        first = (run * length + skipped) * inner + column
+        segment, skipped, count, first = column_segment(item, length, inner, segments)
         carry = init
         has_carry = use_init
         if segment > 0:

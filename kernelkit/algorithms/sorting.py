@@ -18,13 +18,13 @@ backend lays them out, are `_sort_radix`'s."""
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
 import kernelkit as kk
 from kernelkit.backend import get_backend
 
+from ._reduction_layout import normalized_axis
 from ._sort_keys import MAX_DIMENSIONS, check_sortable, key_codec, row_and_position
 from ._sort_radix import plan_for, position_dtype, radix_sort, sort_rows_one_per_work_item
 
@@ -72,7 +72,7 @@ def _sorted(function: str, x, axis, descending: bool, backend, with_positions: b
     if axis is None:
         out_shape, length, read_axis, write_axis = (size,), size, -1, 0
     else:
-        axis = _normalized_axis(function, axis, len(shape))
+        axis = normalized_axis(axis, len(shape), function)
         out_shape, length, read_axis, write_axis = shape, shape[axis], axis, axis
     out = kk.empty(backend, np.int64 if with_positions else dtype, out_shape)
     if size == 0:
@@ -119,14 +119,3 @@ def _sort_rows(backend, keys, key_bits: int, with_positions: bool):
         if with_positions:
             kk.copyto(all_positions[row], positions)
     return keys, all_positions
-
-
-def _normalized_axis(function: str, axis, ndim: int) -> int:
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"ka.{function}: axis must be an int or None, got "
-                        f"{type(axis).__name__}") from None
-    if not -ndim <= axis < ndim:
-        raise np.exceptions.AxisError(axis, ndim)
-    return axis % ndim
