@@ -425,7 +425,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
         extent = self.extents_now[axis]
         at_start = self.row_lowering(builder, ir.Constant(i64, 0))
         first, end = row_range(builder, split.comparisons,
-                               lambda value: at_start.use(builder, value), extent)
+                               lambda value: at_start.use(builder, value), extent, axis)
         at_first = self.row_lowering(builder, first)
         taken = builder.icmp_signed("<", first, end)
         for comparison, predicted in zip(split.comparisons, split.predicted):

@@ -22,10 +22,14 @@ LLVM then knows, say, that `j - 1` is never negative where `j > 0`); the work-it
 before and after it, in order, run the code as written. A row where the values differ
 from the prediction runs the code as written throughout, as an unsplit row does.
 
-The predicted value of a comparison is the one with which the kernel does the most
-(more of its operations can be reached once the branches that follow are taken one
-way): `if i < n:` predicts true, `if i >= n: return` false; == predicts false and !=
-true.
+The predicted value of a comparison of the position with a constant or with the
+ndrange's extent along the row (plus a constant) is its value in the middle of a long
+row, far above the one and below the other: `j - 1 < 0` and `j + 1 >= cols` predict
+false, `j < cols - 1` true (the tests of a stencil's boundary, or of the halo a gradient
+updates there). That of another comparison is the value with which the kernel does the
+most (more of its operations can be reached once the branches that follow are taken
+one way): `if i < n:` predicts true, `if i >= n: return` false; == predicts false and
+!= true.
 
 The points are exact where the side that moves does not wrap around along the row (its
 values at both ends are within its type); where it may, the piece is empty."""
@@ -38,7 +42,8 @@ from llvmlite import ir
 from kernelkit.compiler.llvm_types import i1, i64
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import SWAPPED_COMPARISONS
-from kernelkit.ir.definitions import (ARITHMETIC, CAST, COMPARISONS, CONST, LOCAL_ID, SELECT,
+from kernelkit.ir.definitions import (ARITHMETIC, CAST, COMPARISONS, CONST, GROUP_ID,
+                                      LOCAL_ID, NDRANGE, SELECT,
                                       UNARY, OpDefinition)
 from kernelkit.ir.function import Function
 from kernelkit.ir.ops import Op, Value
@@ -61,7 +66,10 @@ class RowComparison:
     """A comparison `moving <op> fixed` whose value changes only at a few work-items of a
     row: with D = moving - fixed at local id 0, moving - fixed is D + slope * l at local
     id l, which meets 0 at l = -D (slope 1) or l = D (slope -1); the value may change
-    there plus each of `offsets`."""
+    there plus each of `offsets`. (A comparison of the position along another axis
+    (`axis`) with a constant or that axis's extent is the same for the whole row (the
+    halo tests of a gradient along the rows' axis, `i - 1 < 0`): it joins the split with
+    no points, its value in the middle of the ndrange predicted.)"""
 
     op: Op
     moving: Value
@@ -70,12 +78,14 @@ class RowComparison:
     offsets: tuple        # where the value changes, relative to moving == fixed
     signed: bool
     bits: int
+    axis: int             # the axis `moving` moves along: the row's, or another (below)
 
 
 def row_comparisons(function: Function, axis: int) -> tuple[RowComparison, ...]:
     """The row comparisons of `function` along `axis` (see the module docstring); empty
     where there are none or more than `MOST_COMPARISONS`."""
     slopes: dict = {}
+    across: dict = {}
     params = set(function.params)
     found = []
     for op in function.ops():
@@ -86,16 +96,40 @@ def row_comparisons(function: Function, axis: int) -> tuple[RowComparison, ...]:
             continue
         left_slope = _slope(left, axis, params, slopes)
         right_slope = _slope(right, axis, params, slopes)
-        if left_slope is None or right_slope is None or \
-                sorted((abs(left_slope), abs(right_slope))) != [0, 1]:
+        if left_slope is None or right_slope is None:
+            continue
+        along = axis
+        if left_slope == right_slope == 0:     # the same along the row: another axis?
+            along, left_slope, right_slope = _across(op, axis, params, across)
+            if along is None:
+                continue
+        if sorted((abs(left_slope), abs(right_slope))) != [0, 1]:
             continue
         predicate = op.definition
         moving, fixed, slope = left, right, left_slope
         if right_slope:
             moving, fixed, slope, predicate = right, left, right_slope, _MIRRORED[predicate]
-        found.append(RowComparison(op, moving, fixed, slope, _offsets(predicate, slope),
-                                   left.type.is_signed, left.type.bits))
+        found.append(RowComparison(op, moving, fixed, slope,
+                                   _offsets(predicate, slope) if along == axis else (),
+                                   left.type.is_signed, left.type.bits, along))
     return tuple(found) if len(found) <= MOST_COMPARISONS else ()
+
+
+def _across(op: Op, axis: int, params: set, slopes: dict):
+    """(the axis, the slopes of both sides along it) of a comparison, the same along the
+    row, of the position along an earlier axis with a constant or that axis's extent (a
+    prediction `_inside_a_long_row` can make); (None, 0, 0) for any other."""
+    left, right = op.operands
+    for other in range(axis):
+        along = slopes.setdefault(other, {})
+        left_slope = _slope(left, other, params, along)
+        right_slope = _slope(right, other, params, along)
+        if left_slope is None or right_slope is None or \
+                sorted((abs(left_slope), abs(right_slope))) != [0, 1]:
+            continue
+        if _bound(right if left_slope else left, other) is not None:
+            return other, left_slope, right_slope
+    return None, 0, 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +164,10 @@ def row_split(function: Function, axis: int) -> RowSplit | None:
     # which more of the kernel can run.
     predicted = [comparison.op.definition is not EQ for comparison in comparisons]
     for index, comparison in enumerate(comparisons):
+        inside = _inside_a_long_row(comparison)
+        if inside is not None:
+            predicted[index] = inside
+            continue
         if comparison.op.definition in (EQ, NE):
             continue
         flipped = list(predicted)
@@ -137,6 +175,52 @@ def row_split(function: Function, axis: int) -> RowSplit | None:
         if _work(function, comparisons, flipped) > _work(function, comparisons, predicted):
             predicted = flipped
     return RowSplit(comparisons, tuple(predicted))
+
+
+def _inside_a_long_row(comparison: RowComparison) -> bool | None:
+    """The comparison's value in the middle of a long row (or, for one along another
+    axis, of the ndrange), where its fixed side is a constant (the moving side is far
+    above it) or the ndrange's extent along its axis plus a constant (far below it);
+    None for any other fixed side."""
+    side = _bound(comparison.fixed, comparison.axis)
+    if side is None or not _position(comparison.moving):
+        return None
+    above = (side < 0) == (comparison.slope > 0)    # moving - fixed is large and positive
+    definition = comparison.op.definition
+    if definition in (EQ, NE):
+        return definition is NE
+    return above == (definition in (GT, GE))
+
+
+def _position(value: Value) -> bool:
+    """Whether `value` is made of work-item positions and constants alone (a global
+    index plus a constant, not `k - i`)."""
+    if not isinstance(value, Op):
+        return False
+    if value.definition in (CONST, LOCAL_ID, GROUP_ID):
+        return True
+    return value.definition in (ARITHMETIC["add"], ARITHMETIC["sub"], ARITHMETIC["mul"],
+                                UNARY["neg"], CAST) and \
+        all(_position(operand) for operand in value.operands)
+
+
+def _bound(value: Value, axis: int) -> int | None:
+    """-1 where `value` is a constant, 1 where it is the ndrange's extent along `axis`
+    plus or minus constants, else None."""
+    if isinstance(value, Op) and value.definition is CONST:
+        return -1
+    if isinstance(value, Op) and value.definition is NDRANGE:
+        return 1 if value.attrs["axis"] == axis else None
+    if isinstance(value, Op) and value.definition in (ARITHMETIC["add"], ARITHMETIC["sub"],
+                                                      CAST):
+        sides = [_bound(operand, axis) for operand in value.operands]
+        if None in sides:
+            return None
+        if value.definition is CAST:
+            return sides[0]
+        if sides[1] == -1 or (value.definition is ARITHMETIC["add"] and sides[0] == -1):
+            return max(sides)
+    return None
 
 
 _VARIES = object()   # a value not known from the comparisons' values alone
@@ -266,7 +350,7 @@ def _moving_slope(op: Op, operands: list) -> int | None:
     return None
 
 
-def row_range(builder: ir.IRBuilder, comparisons, at_start, extent: ir.Value):
+def row_range(builder: ir.IRBuilder, comparisons, at_start, extent: ir.Value, axis: int):
     """(first, end): the work-items [first, end) of a row of `extent` around its middle
     where no comparison of `comparisons` changes its value; an empty range (0, 0) where a
     moving side may wrap around. `at_start(value)` is the LLVM value of an IR value at
@@ -276,6 +360,8 @@ def row_range(builder: ir.IRBuilder, comparisons, at_start, extent: ir.Value):
     middle = builder.ashr(length, ir.Constant(_WIDE, 1))
     first, end, exact = zero, length, ir.Constant(i1, 1)
     for comparison in comparisons:
+        if comparison.axis != axis:    # the same along the whole row: no points
+            continue
         extend = builder.sext if comparison.signed else builder.zext
         moving = extend(at_start(comparison.moving), _WIDE)
         difference = builder.sub(moving, extend(at_start(comparison.fixed), _WIDE))

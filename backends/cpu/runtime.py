@@ -508,10 +508,20 @@ class CPU(Backend):
             preferred = (1,) * (len(workgroupsize) - 1) + (_LONGEST_ROW,) if long_rows \
                 else self.default_workgroupsize(len(workgroupsize))
             job = prepared.compiled.job
-            job = replace(job, config=replace(job.config, workgroupsize=preferred))
-            regrouped = versions[long_rows] = (
-                self.prepare(compile_job(job), prepared.argtypes, len(preferred)), preferred)
+            compiled = compile_job(replace(job, config=replace(job.config,
+                                                               workgroupsize=preferred)))
+            # A plugin's transform, made again for that shape, must have made the same
+            # choices (a derivative kernel's tape, the updates its gather kernel makes,
+            # which the launch reads in the notes of the version it was asked for).
+            same = _plugin_notes(compiled) == _plugin_notes(prepared.compiled)
+            regrouped = versions[long_rows] = same and (
+                self.prepare(compiled, prepared.argtypes, len(preferred)), preferred)
         return regrouped
+
+
+def _plugin_notes(compiled) -> dict:
+    return {key: value for key, value in compiled.notes.items()
+            if key != WORK_GROUPS_OBSERVED}
 
 
 def _regrouped_fire(backend: CPU, prepared: PreparedKernel):
@@ -525,7 +535,7 @@ def _regrouped_fire(backend: CPU, prepared: PreparedKernel):
         if type(n) is not tuple or not n or type(n[-1]) is not int:
             return False
         version = versions.get(n[-1] >= _LONGEST_ROW)
-        if version is None:
+        if not version:
             return False
         fire = version[0].fire   # (made by `CPU.launch`, which made the version)
         return bool(fire) and fire(args, n)

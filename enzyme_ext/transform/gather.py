@@ -29,10 +29,11 @@ from dataclasses import dataclass
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ADD, ATOMICS, BARRIER, CBR, GROUP_ID, LOAD, LOCAL_ID,
+from kernelkit.ir.definitions import (ADD, ATOMICS, CBR, GROUP_ID, LOAD, LOCAL_ID,
                                       NDRANGE, STORE, SUB, Trait)
 from kernelkit.ir.function import Block, Function
 from kernelkit.ir.ops import Op, Value, constant_value, is_op
+from kernelkit.ir.rewriter import Rewriter
 
 from ..signature import GATHER
 from .positions import global_axis
@@ -260,33 +261,29 @@ class Positions:
         return copies.get(value, value)
 
 
-def within(b: Builder, workgroupsize, shifts: list[dict[int, int]], ndim: int) -> Value:
-    """Whether, for every work-item of this group and every shift (axis -> offset), the
-    work-item's position shifted lies inside the ndrange (a group-uniform value)."""
-    inside = b.constant(True, T.bool_)
-    for axis in range(ndim):
-        offsets = [shift.get(axis, 0) for shift in shifts]
-        low, high = min(offsets), max(offsets)
-        size = b.constant(workgroupsize[axis], T.int64)
-        group = b.op(GROUP_ID, [], T.int64, {"axis": axis})
-        first = b.binary("mul", group, size)
-        end = b.binary("add", first, size)     # one past the group's last work-item
-        extent = b.op(NDRANGE, [], T.int64, {"axis": axis})
-        inside = b.binary("and", inside, b.compare(
-            "ge", b.binary("add", first, b.constant(low, T.int64)), b.constant(0, T.int64)))
-        inside = b.binary("and", inside, b.compare(
-            "le", b.binary("add", end, b.constant(high, T.int64)), extent))
-    return inside
+def past(b: Builder, index: Value, delta: int, axis: int) -> Value:
+    """Whether an index `delta` away from the work-item's own (which is inside) lies
+    outside the ndrange along `axis`: one test, on the side `delta` points to."""
+    if delta < 0:
+        return b.compare("lt", index, b.constant(0, T.int64))
+    return b.compare("ge", index, b.op(NDRANGE, [], T.int64, {"axis": axis}))
 
 
-def inside_ndrange(b: Builder, at: dict[int, Value]) -> Value:
-    inside = b.constant(True, T.bool_)
-    for axis, index in at.items():
-        extent = b.op(NDRANGE, [], T.int64, {"axis": axis})
-        inside = b.binary("and", inside, b.binary(
-            "and", b.compare("ge", index, b.constant(0, T.int64)),
-            b.compare("lt", index, extent)))
-    return inside
+def beyond(b: Builder, at: dict[int, tuple[Value, int]]) -> Value:
+    """Whether a position, given along each axis it differs on as (the index, its offset
+    from the work-item's own), lies outside the ndrange."""
+    outside = None
+    for axis, (index, delta) in at.items():
+        test = past(b, index, delta, axis)
+        outside = test if outside is None else b.binary("or", outside, test)
+    return outside
+
+
+def shifted(b: Builder, own: list[Value], shift: dict[int, int]
+            ) -> dict[int, tuple[Value, int]]:
+    """axis -> (own index + offset, offset) along the axes `shift` moves along."""
+    return {axis: (b.binary("add", own[axis], b.constant(delta, T.int64)), delta)
+            for axis, delta in shift.items() if delta}
 
 
 def anchor(sites: list[Site]) -> tuple[int, ...]:
@@ -319,90 +316,66 @@ def gather_kernel(reverse: Function, updates: dict[Value, list[Site]], workgroup
     b.position_at_end(entry)
     b.loc = next(iter(updates.values()))[0].atomic.loc
     positions = Positions(b, workgroupsize)
-    # A group runs without bounds tests where every neighbour it gathers from exists and
-    # every element it would update past its anchor has an owner (no halo).
-    every = [shift for sites in updates.values() for sign in (1, -1)
-             for shift in shifts(sites, anchor(sites), sign)]
-    whole, edge, done = b.new_block(), b.new_block(), b.new_block()
-    b.cbr(within(b, workgroupsize, every, ndim), whole, [], edge, [])
-    for block, checked in ((whole, False), (edge, True)):
-        b.position_at_end(block)
-        own = [positions.own(axis) for axis in range(ndim)]
-        for shadow, sites in updates.items():
-            offsets = anchor(sites)
-            total = None
-            for site, shift in zip(sites, shifts(sites, offsets, 1)):
-                at = {axis: b.binary("add", own[axis], b.constant(delta, T.int64))
-                      for axis, delta in shift.items() if delta}
-                if checked and at:
-                    inside = inside_ndrange(b, at)
-                    clamped = {axis: b.binary("max", b.constant(0, T.int64), b.binary(
-                        "min", index, b.binary("sub", b.op(NDRANGE, [], T.int64,
-                                                           {"axis": axis}),
-                                               b.constant(1, T.int64))))
-                        for axis, index in at.items()}
-                    value = positions.value_at(site, _per_axis(clamped, ndim), mapped)
-                    value = b.select(inside, value, b.constant(0.0, value.type))
-                else:
-                    value = positions.value_at(site, _per_axis(at, ndim), mapped)
-                total = value if total is None else b.binary("add", total, value)
-            target = mapped[shadow]
-            element = [b.binary("add", own[axis], b.constant(offset, T.int64))
-                       for axis, offset in zip(sites[0].axes, offsets)]
-            current = b.op(LOAD, [target, *element], target.type.dtype)
-            b.op(STORE, [target, *element, b.binary("add", current,
-                                                    b.cast(total, target.type.dtype))])
-        if checked:
-            # Behind a barrier of their own (the branch is the same for the whole group),
-            # the few atomic updates leave the gathering above free of them (a vector loop
-            # on the CPU).
-            b.op(BARRIER, [])
-            rest = b.new_block()
-            b.br(rest)
-            b.position_at_end(rest)
-            own = [positions.own(axis) for axis in range(ndim)]
-            for shadow, sites in updates.items():
-                halo_updates(b, positions, own, mapped[shadow], sites, anchor(sites), mapped)
-        b.br(done)
-    b.position_at_end(done)
+    own = [positions.own(axis) for axis in range(ndim)]
+    for shadow, sites in updates.items():
+        offsets = anchor(sites)
+        total = None
+        for site, shift in zip(sites, shifts(sites, offsets, 1)):
+            at = shifted(b, own, shift)
+            if at:
+                # The neighbour's value where it exists, else zero, computed at the
+                # work-item's own index along the axes the neighbour lies outside on (a
+                # load any work-item may make; where a CPU knows that no test holds, the
+                # neighbour's index).
+                tests = {axis: past(b, index, delta, axis)
+                         for axis, (index, delta) in at.items()}
+                position = {axis: b.select(tests[axis], own[axis], index)
+                            for axis, (index, _) in at.items()}
+                value = positions.value_at(site, _per_axis(position, ndim), mapped)
+                outside = None
+                for test in tests.values():
+                    outside = test if outside is None else b.binary("or", outside, test)
+                value = b.select(outside, b.constant(0.0, value.type), value)
+            else:
+                value = positions.value_at(site, [None] * ndim, mapped)
+            total = value if total is None else b.binary("add", total, value)
+        target = mapped[shadow]
+        element = [b.binary("add", own[axis], b.constant(offset, T.int64))
+                   for axis, offset in zip(sites[0].axes, offsets)]
+        current = b.op(LOAD, [target, *element], target.type.dtype)
+        b.op(STORE, [target, *element, b.binary("add", current,
+                                                b.cast(total, target.type.dtype))])
     b.ret()
     return gather
-
-
-def halo_updates(b: Builder, positions: Positions, own: list[Value], target: Value,
-                 sites: list[Site], offsets: tuple[int, ...], mapped: dict) -> None:
-    """The work-item's own updates of elements no work-item owns (their owner would lie
-    outside the ndrange), made atomically: other work-items may update them too."""
-    ndim = len(own)
-    for site, shift in zip(sites, shifts(sites, offsets, -1)):
-        owner = {axis: b.binary("add", own[axis], b.constant(delta, T.int64))
-                 for axis, delta in shift.items() if delta}
-        if not owner:
-            continue
-        update, following = b.new_block(), b.new_block()
-        b.cbr(inside_ndrange(b, owner), following, [], update, [])
-        b.position_at_end(update)
-        if site.guard is not None:      # the work-item's own test, as the reverse kernel's
-            guarded = b.new_block()
-            guard = positions.computed(site.guard_ops, site.guard, [None] * ndim, mapped)
-            b.cbr(guard, *((guarded, [], following, []) if site.taken else
-                           (following, [], guarded, [])))
-            b.position_at_end(guarded)
-        value = positions.computed(site.ops, site.value, [None] * ndim, mapped)
-        element = [b.binary("add", own[axis], b.constant(offset, T.int64))
-                   for axis, offset in zip(site.axes, site.offsets)]
-        b.op(ATOMICS["add"], [target, *element, b.cast(value, target.type.dtype)],
-             target.type.dtype)
-        b.br(following)
-        b.position_at_end(following)
 
 
 def _per_axis(at: dict[int, Value], ndim: int) -> list[Value | None]:
     return [at.get(axis) for axis in range(ndim)]
 
 
-def leave_out(reverse: Function, updates: dict[Value, list[Site]]) -> None:
-    """The reverse kernel without the updates the gather kernel makes."""
+def leave_out(reverse: Function, updates: dict[Value, list[Site]], workgroupsize) -> None:
+    """The reverse kernel without the updates the gather kernel makes: each update stays
+    only where its element has no owner (the halo: the owner's position lies outside the
+    ndrange), behind that test, atomic (neighbouring work-items may update the element
+    too). Along a row most work-items are away from its ends: a CPU cuts the tests out of
+    the row there (`item_split.py`)."""
+    rewriter = Rewriter(reverse)
+    positions = Positions(rewriter, workgroupsize)
     for sites in updates.values():
-        for site in sites:
-            site.atomic.block.ops.remove(site.atomic)
+        for site, shift in zip(sites, shifts(sites, anchor(sites), -1)):
+            atomic = site.atomic
+            if not any(shift.values()):     # at the anchor: the work-item owns it
+                atomic.block.ops.remove(atomic)
+                continue
+            block = atomic.block
+            rest = rewriter.split_block_after(atomic)
+            block.ops.remove(atomic)
+            rewriter.position_at_end(block)
+            rewriter.loc = atomic.loc
+            own = [positions.own(axis) for axis in range(len(workgroupsize))]
+            halo = rewriter.insert_block_after(block, Block())
+            rewriter.cbr(beyond(rewriter, shifted(rewriter, own, shift)), halo, [], rest, [])
+            atomic.block = halo
+            halo.ops.append(atomic)
+            rewriter.position_at_end(halo)
+            rewriter.br(rest)

@@ -56,6 +56,9 @@ def derivative_marker(kernel: Function) -> Op | None:
 class ADPlugin(Plugin):
     name = "enzyme"
     marker = MARKER
+    # The derivative kernels index their tapes by the work-item's global number and sum
+    # over groups in local memory, behind barriers: what they do with groups is in the IR.
+    work_groups_in_ir = True
     markers = (MARKER, DEVICE_MARKER, VJP_MARKER, JVP_MARKER)
 
     def cache_key(self) -> str:
@@ -153,5 +156,5 @@ def gathered(module: Module, reverse: Function, parameters, workgroupsize
     if not updates:
         return None
     gather = gather_kernel(reverse, updates, workgroupsize)
-    leave_out(reverse, updates)
+    leave_out(reverse, updates, workgroupsize)
     return gather

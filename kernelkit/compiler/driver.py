@@ -96,7 +96,7 @@ def typed_module(job: CompilerJob) -> Module:
     module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize,
                               debug)
     resolve_deferred(module, job.config.workgroupsize, debug)
-    add_transform_markers(module, job.config.transforms)
+    add_transform_markers(module, job.config.transforms, job.config.workgroupsize)
     lap("frontend")
     dump = Dump.for_job(job)
     if dump is not None:
@@ -106,12 +106,14 @@ def typed_module(job: CompilerJob) -> Module:
     return module
 
 
-def add_transform_markers(module: Module, transforms) -> None:
+def add_transform_markers(module: Module, transforms, workgroupsize) -> None:
     """The job's transforms (`CompilerConfig.transforms`) as `intrinsic` markers at the
-    start of the kernel, in order, with their attributes."""
+    start of the kernel, in order, with their attributes and the job's work-group size
+    (`workgroupsize`), which a transform may build its code for: the same transforms of a
+    job for another group shape (a CPU's regrouped version) build for that one."""
     entry = module.kernel.entry
     for position, (name, attributes) in enumerate(transforms):
-        attrs = dict(attributes, name=name)
+        attrs = dict(attributes, name=name, workgroupsize=tuple(workgroupsize))
         marker = Op(INTRINSIC, [], attrs=attrs)
         marker.block = entry
         entry.ops.insert(position, marker)
@@ -127,8 +129,10 @@ def compile_module(module: Module, target, after_each=None, workgroupsize=None) 
     target_neutral(module, after_each)
     if workgroupsize is not None:
         # Before the target's passes, which may test where a group lies. A plugin's
-        # transform may have built its code for this group shape: it counts as observing.
-        module.notes[WORK_GROUPS_OBSERVED] = bool(module.plugins) or \
+        # transform may have built its code for this group shape: it counts as observing,
+        # unless the plugin says that its IR shows all it does with groups.
+        module.notes[WORK_GROUPS_OBSERVED] = \
+            any(not plugin.work_groups_in_ir for plugin in module.plugins) or \
             observes_work_groups(module, workgroupsize)
     Pipeline(target.passes())(module, after_each=after_each)
     for plugin in module.plugins:
@@ -165,7 +169,7 @@ def target_neutral_module(job: CompilerJob) -> Module:
     module = translate_kernel(source.function, source.argtypes, job.config.workgroupsize,
                               debug)
     resolve_deferred(module, job.config.workgroupsize, debug)
-    add_transform_markers(module, job.config.transforms)
+    add_transform_markers(module, job.config.transforms, job.config.workgroupsize)
     target_neutral(module)
     return module
 

@@ -36,6 +36,13 @@ class Plugin:
 
     name: str = "plugin"
     marker: str = ""
+    work_groups_in_ir: bool = False
+    """Whether all a plugin's output does with work-groups shows in its IR (it builds
+    nothing for one group shape other than through group and local ids, local memory and
+    barriers, and its host code reads nothing of the groups): the driver then judges its
+    kernels by `analysis.work_groups`, as kernels without plugins, and a CPU may run those
+    that do not observe their groups in groups of its own shape. Else every kernel the
+    plugin ran on counts as observing them."""
 
     @property
     def markers(self) -> tuple[str, ...]:

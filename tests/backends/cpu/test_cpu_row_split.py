@@ -263,10 +263,22 @@ def test_the_row_comparisons_are_those_of_the_last_axis():
     u = np.zeros((8, 8), np.float32)
     function = kernel_ir(heat_step, u, u, np.float32(0.2), ndrange=(8, 8),
                          workgroupsize=(2, 4))
-    (first, second) = row_comparisons(function, axis=1)
-    assert (first.op.opcode, first.slope, second.op.opcode, second.slope) == \
-        ("gt", 1, "lt", 1)
+    along = [c for c in row_comparisons(function, axis=1) if c.axis == 1]
+    assert [(c.op.opcode, c.slope) for c in along] == [("gt", 1), ("lt", 1)]
     assert len(row_comparisons(function, axis=0)) == 2   # 0 < i, i < rows - 1
+
+
+def test_a_comparison_of_the_position_along_another_axis_with_its_edge_joins_the_split():
+    """`0 < i` is the same for a whole row of (i, j): it joins the split of the rows along
+    j with no points, predicted true (its value in the middle of the ndrange); `i < rows -
+    1`, rows an array's extent, does not (nothing says where it holds)."""
+    u = np.zeros((8, 8), np.float32)
+    function = kernel_ir(heat_step, u, u, np.float32(0.2), ndrange=(8, 8),
+                         workgroupsize=(2, 4))
+    split = row_split(function, axis=1)
+    across = [(c.op.opcode, predicted) for c, predicted
+              in zip(split.comparisons, split.predicted) if c.axis == 0]
+    assert across == [("gt", True)]
 
 
 @pytest.mark.parametrize("kernel, args, predicted", [
