@@ -122,11 +122,15 @@ class ADPlugin(Plugin):
                 raise source_error(kernel, None, "this kernel's reverse pass has no gather "
                                    "kernel", "launch the gather kernel only where the "
                                    "reverse kernel's tape layout says it has one")
-        # Everything the derivative calls is inlined into it.
+        # Everything the derivative calls is inlined into it. Its launches refuse
+        # arguments that share memory where one is written (`rules.py`).
+        derivative.disjoint_arrays = True
         module.functions = {derivative.name: derivative}
         # The derivative kernel is built block by block, with values recomputed where
-        # they are needed: the generic clean-up passes merge and share what they can.
-        Pipeline(CLEAN_UP)(module)
+        # they are needed: the generic clean-up passes merge and share what they can;
+        # then each block's loads go first (`hoist-loads`: on a GPU their latencies
+        # overlap, where the shadows' were waited for one after another).
+        Pipeline(CLEAN_UP + ("hoist-loads",))(module)
 
 
 def reverse_reads(functions: list[Function], parameters) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ from llvmlite import ir
 from ..analysis.bounds import NonNegative
 from ..analysis.dominance import reverse_post_order
 from ..ir import definitions as D
+from ..ir import types as T
 from ..ir.definitions import Trait
 from ..ir.function import Function
 from ..ir.ops import BlockParam, Op, Value, is_op
@@ -55,6 +56,7 @@ class BodyLowering:
         self.values: dict[Value, object] = dict(values or {})
         self.prologue = prologue
         self.non_negative: NonNegative | None = None   # made at the first array access
+        self.scopes: dict | None = None     # made at the first access (`alias_scopes`)
         self.blocks: dict = {}
         self.phis: dict[BlockParam, ir.PhiInstr] = {}
         self.block = None       # the block being lowered
@@ -329,10 +331,30 @@ class BodyLowering:
         self.env.out_of_bounds(builder, op.loc, ASSERTION_AXIS, position, extents)
         builder.position_at_end(good)
 
+    def alias_scopes(self, instruction, array: Value):
+        """On a kernel whose array parameters share no memory where one is written
+        (`Function.disjoint_arrays`), an access to one is in that parameter's alias scope
+        and in no other's, so that LLVM may reorder and merge the accesses to different
+        arrays (a derivative kernel's stores of one shadow and loads of another).
+        Accesses to other arrays (local, private) have no scope, as before."""
+        if not self.function.disjoint_arrays:
+            return instruction
+        if self.scopes is None:
+            self.scopes = _array_scopes(self.module, self.llvm_function.name, self.function)
+        scopes = self.scopes
+        scope = scopes.get(array)
+        if scope is not None:
+            instruction.set_metadata("alias.scope", self.module.add_metadata([scope]))
+            others = [other for value, other in scopes.items() if value is not array]
+            if others:
+                instruction.set_metadata("noalias", self.module.add_metadata(others))
+        return instruction
+
     def op_load(self, builder, op: Op):
         array_type = op.operands[0].type
         address = self.address(builder, op, array_type.ndim)
-        value = builder.load(address, typ=memory_type(array_type.dtype))
+        value = self.alias_scopes(builder.load(address, typ=memory_type(array_type.dtype)),
+                                  op.operands[0])
         self.env.array_access(value)
         if array_type.const:
             # Const arrays are read-only for the whole launch.
@@ -347,7 +369,8 @@ class BodyLowering:
         value = self.use(builder, op.operands[-1])
         if array_type.dtype.is_bool:
             value = builder.zext(value, i8)
-        self.env.array_access(builder.store(value, address))
+        self.env.array_access(self.alias_scopes(builder.store(value, address),
+                                                op.operands[0]))
 
     def op_atomic(self, builder, op: Op):
         array_type = op.operands[0].type
@@ -364,7 +387,8 @@ class BodyLowering:
             llvm_op = {"add": "add", "sub": "sub", "and": "and", "or": "or", "xor": "xor",
                        "exchange": "xchg", "min": "min" if dtype.is_signed else "umin",
                        "max": "max" if dtype.is_signed else "umax"}[name]
-        return builder.atomic_rmw(llvm_op, address, value, "monotonic")
+        return self.alias_scopes(builder.atomic_rmw(llvm_op, address, value, "monotonic"),
+                                 op.operands[0])
 
     def local_read_modify_write(self, builder, name: str, dtype, address, value):
         """An atomic on local memory where a group's work-items run in sequence: the old
@@ -406,6 +430,16 @@ class BodyLowering:
             return builder.bitcast(builder.extract_value(pair, 0), llvm_type(dtype))
         pair = builder.cmpxchg(address, expected, new, "monotonic", "monotonic")
         return builder.extract_value(pair, 0)
+
+
+def _array_scopes(module: ir.Module, name: str, function: Function) -> dict:
+    """The alias scope of each global array parameter of `function` (lowered as the LLVM
+    function `name`), one domain for them all: named nodes, the same for every version
+    of the kernel in the module."""
+    domain = module.add_metadata([ir.MetaDataString(module, f"{name}.arrays")])
+    return {param: module.add_metadata([ir.MetaDataString(module, f"{name}.{index}"), domain])
+            for index, param in enumerate(function.params)
+            if isinstance(param.type, T.ArrayType) and param.type.space == "global"}
 
 
 def _is_one(value) -> bool:

@@ -55,6 +55,10 @@ class Function:
     is_kernel: bool = False
     blocks: list[Block] = field(default_factory=list)
     source_file: str = ""
+    # A kernel whose launches pass array arguments that share no memory where one of them
+    # is written (its launch refuses others, as enzyme_ext's do): accesses to different
+    # array parameters are independent (the lowering says so to LLVM).
+    disjoint_arrays: bool = False
 
     @property
     def entry(self) -> Block:

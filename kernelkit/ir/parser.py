@@ -24,7 +24,8 @@ class IRParseError(KernelkitError):
         super().__init__(f"{source}:{line}:{column}: {message}")
 
 
-_FUNCTION = re.compile(r'^(kernel|func) @([^(\s]+)\((.*?)\) -> (.+?) file (".*") \{$')
+_FUNCTION = re.compile(r'^(kernel|func) @([^(\s]+)\((.*?)\) -> (.+?) file (".*")'
+                       r'( disjoint_arrays)? \{$')
 _BLOCK = re.compile(r"^\^bb(\d+)\((.*)\):$")
 
 
@@ -66,10 +67,11 @@ def _parse_function(lines: list[str], start: int, source: str) -> tuple[Function
     if header is None:
         raise IRParseError("expected 'kernel @name(args) -> type file \"...\" {' or "
                            "'func @name(...) ...'", start + 1, 1, source)
-    kind, name, arguments, return_type, file = header.groups()
+    kind, name, arguments, return_type, file, disjoint = header.groups()
     function = Function(name, [a.strip() for a in arguments.split(",") if a.strip()],
                         _type(return_type, start + 1, header.start(4) + 1, source),
-                        is_kernel=kind == "kernel", source_file=json.loads(file))
+                        is_kernel=kind == "kernel", source_file=json.loads(file),
+                        disjoint_arrays=bool(disjoint))
     blocks: list[_RawBlock] = []
     number = start + 1
     while True:

@@ -30,8 +30,10 @@ def print_function(function: Function) -> str:
         return names[value]
 
     kind = "kernel" if function.is_kernel else "func"
+    disjoint = " disjoint_arrays" if function.disjoint_arrays else ""
     lines = [f"{kind} @{function.name}({', '.join(function.arg_names)}) -> "
-             f"{function.return_type.name} file {json.dumps(function.source_file)} {{"]
+             f"{function.return_type.name} file {json.dumps(function.source_file)}"
+             f"{disjoint} {{"]
     for block in function.blocks:
         params = ", ".join(f"{name(p)}: {p.type.name}" for p in block.params)
         lines.append(f"{block_names[block]}({params}):")

@@ -170,7 +170,8 @@ def clone_function(function: Function, name: str, values: dict[Value, Value] | N
     types = types or {}
     clone = Function(name, list(function.arg_names), types.get(function.return_type,
                                                                function.return_type),
-                     function.is_kernel, source_file=function.source_file)
+                     function.is_kernel, source_file=function.source_file,
+                     disjoint_arrays=function.disjoint_arrays)
     blocks: dict[Block, Block] = {}
     for block in function.blocks:
         copy = Block()

@@ -6,6 +6,7 @@ from .check_barriers import CheckBarriers
 from .cse import CommonSubexpressions
 from .dce import DeadCode
 from .guard_versioning import GuardVersioning
+from .hoist_loads import HoistLoads
 from .inline import Inline
 from .loop_barriers import LoopBarriers
 from .masked_loops import MaskedLoops
@@ -17,5 +18,6 @@ from .subgroups_in_local_memory import SubgroupsInLocalMemory
 from .trip_counts import TripCounts
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
-           "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "LoopBarriers", "MaskedLoops",
-           "SplitBarriers", "SplitTuples", "SubgroupsInLocalMemory", "TripCounts"]
+           "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "HoistLoads",
+           "LoopBarriers", "MaskedLoops", "SplitBarriers", "SplitTuples",
+           "SubgroupsInLocalMemory", "TripCounts"]

@@ -79,7 +79,7 @@ def test_unknown_pass_is_an_error_listing_the_known_ones(tmp_path, monkeypatch, 
     directory = dump_kernel(kk.CPU(threads=1), tmp_path, monkeypatch, group=8)
     assert main(["opt", str(directory / "00-frontend.kkir"), "-p", "inline,unroll"]) == 1
     error = capsys.readouterr().err
-    assert "unknown pass 'unroll'" in error and "cse, dce, guard-versioning, inline" in error
+    assert "unknown pass 'unroll'" in error and "cse, dce, guard-versioning, hoist-loads, inline" in error
 
 
 def test_a_file_that_does_not_parse_is_an_error_with_line_and_column(tmp_path, capsys):
