@@ -497,7 +497,8 @@ class Rule:
                                        items, geometry)
         else:
             slots = layout.slots(values, self.max_iterations or DEFAULT_MAX_ITERATIONS)
-        tape = Tape.for_launch(self.backend, slots, items, geometry, self.kernel.name)
+        tape = Tape.for_launch(self.backend, slots, items, geometry, self.kernel.name,
+                               counted=bool(layout.terms))
         tape.owner = (self, compiled.job)
         tape.reads = frozenset(unwrapped.owners[index]
                                for index in reverse[2].notes[REVERSE_READS])

@@ -72,7 +72,8 @@ class Tape:
     """A tape on a backend, from one augmented forward launch: its arrays (owning the
     backend's memory), the record type, and the launch it belongs to."""
 
-    def __init__(self, backend, record: np.dtype, items: int, geometry, kernel: str):
+    def __init__(self, backend, record: np.dtype, items: int, geometry, kernel: str,
+                 counted: bool = False):
         self.backend = backend
         self.record = record
         self.items = items
@@ -86,8 +87,11 @@ class Tape:
         for name in record.names:
             slots = record.fields[name][0].shape[0]
             # Every slot a work-item reads it wrote first, so the arrays are not zeroed; a
-            # kernel that tapes nothing still gets (1, 1) arrays for its parameters.
-            shape = (max(slots, 1), items) if used else (1, 1)
+            # kernel that tapes nothing still gets (1, 1) arrays for its parameters. One
+            # that keeps counts (`counted`: it has blocks that push) writes them for every
+            # work-item, even where this launch's loops push nothing.
+            keeps = used or (counted and name == record.names[2])
+            shape = (max(slots, 1), items) if keeps else (1, 1)
             try:
                 self.arrays[name] = backend.allocate(record.fields[name][0].base, shape)
             except (MemoryError, KernelkitError) as error:
@@ -95,14 +99,15 @@ class Tape:
 
     @classmethod
     def for_launch(cls, backend, slots: tuple[int, int], items: int, geometry,
-                   kernel: str) -> Tape:
+                   kernel: str, counted: bool = False) -> Tape:
         """The tape of a launch of `items` work-items that may each use `slots` (floats,
-        integers); a tape too large to allocate is an error that says how large."""
+        integers), with the counts where the kernel keeps them (`counted`); a tape too
+        large to allocate is an error that says how large."""
         try:
             record = record_type(*slots)
         except ValueError as error:    # NumPy's records stop at 2 GiB
             raise too_large(kernel, 8 * (sum(slots) + 2), items, error) from error
-        return cls(backend, record, items, geometry, kernel)
+        return cls(backend, record, items, geometry, kernel, counted)
 
     @property
     def nbytes(self) -> int:

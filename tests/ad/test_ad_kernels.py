@@ -1260,3 +1260,31 @@ def test_a_loop_within_max_iterations_gives_the_right_gradient(backend):
     np.testing.assert_allclose(gradients[1], expected[1], rtol=1e-6, atol=1e-8)
     gradients, _, _ = reverse_ad(backend, hundred_steps, args, {0, 1}, {0: seed}, 16)
     np.testing.assert_allclose(gradients[1], expected[1], rtol=1e-6, atol=1e-8)
+
+
+@kk.kernel
+def scaled_n_times(y, x: kk.Const, n):
+    i = kk.index(kk.Global)
+    for _ in range(n):
+        y[i] = y[i] * x[i]     # each trip tapes the y[i] it overwrites
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_a_launch_whose_loops_tape_nothing_still_has_counts_for_every_work_item(backend, n):
+    """With n = 0 the loop that pushes runs no trip: the tape has no slots, but the
+    augmented kernel still writes each work-item's counts (it wrote them past a one-element
+    array, corrupting the heap, where a debug launch now finds no access out of bounds)."""
+    rng = np.random.default_rng(7)
+    x = rng.random(100) + 0.5
+    y0 = rng.random(100)
+    seed = rng.random(100)
+    y, dy = kk.to_backend(backend, y0.copy()), kk.to_backend(backend, seed.copy())
+    xs, dx = kk.to_backend(backend, x), kk.zeros(backend, np.float64, 100)
+    forward, reverse = autodiff_thunk(ReverseSplit, scaled_n_times(backend, 32), Duplicated,
+                                      Duplicated, Const)
+    args = (Duplicated(y, dy), Duplicated(xs, dx), n)
+    tape = forward(*args, ndrange=100)
+    reverse(*args, tape=tape, ndrange=100)
+    np.testing.assert_allclose(kk.to_numpy(dy), seed * x ** n, rtol=1e-12)
+    np.testing.assert_allclose(kk.to_numpy(dx), seed * n * x ** (n - 1) * y0 if n else 0.0,
+                               rtol=1e-12)
