@@ -236,13 +236,60 @@ class Rule:
         self.names = tuple(a.name for a in activities)
         self.max_iterations = max_iterations
         self._prepared: dict = {}
+        # The arguments last found not to share memory (`refuse_shared_memory`): a loop
+        # that differentiates launches of the same arrays checks them once.
+        self._disjoint: tuple | None = None
+        # (the kinds of the arguments last unwrapped, weak references to their arrays,
+        # what `checked` gave for them): see `unwrap`.
+        self._unwrapped: tuple | None = None
 
     # -- arguments -----------------------------------------------------------------------
 
     def unwrap(self, args, mode: str):
         """(primal values, shadows) of the annotated arguments, checked against the
         activities (whether they share memory is checked once the derivative kernels
-        say which arguments the kernel writes: `refuse_shared_memory`)."""
+        say which arguments the kernel writes: `refuse_shared_memory`). Arguments of the
+        kinds the last ones were (the same arrays and shadows, numbers of the same
+        types) are not checked again: a loop of launches pays for the checks once."""
+        key = self.argument_kinds(args, mode)
+        last = self._unwrapped
+        if key is not None and last is not None and last[0] == key and \
+                all(ref() is not None for ref in last[1]):
+            values = [a.value if isinstance(a, Activity) else a for a in args]
+            return Unwrapped(tuple(values), values,
+                             [getattr(a, "shadow", None) for a in args], last[2].names,
+                             last[2].owners)
+        unwrapped = self.checked(args, mode)
+        if key is not None:
+            arrays = [array for pair in zip(unwrapped.values, unwrapped.shadows)
+                      for array in pair if _memory_key(array) is not None]
+            try:
+                self._unwrapped = (key, [weakref.ref(array) for array in arrays], unwrapped)
+            except TypeError:   # an array that takes no weak reference: checked each time
+                self._unwrapped = None
+        return unwrapped
+
+    def argument_kinds(self, args, mode: str) -> tuple | None:
+        """What `checked` depends on, where it is cheap to tell: per argument, its
+        activity, the value's type, dtype and memory (`_memory_key`) and its shadow's;
+        None for arguments it must see (a dataclass or tuple, a count or activity that
+        does not match)."""
+        if len(args) != len(self.activities):
+            return None
+        kinds = [mode]
+        for argument, activity in zip(args, self.activities):
+            value = argument.value if isinstance(argument, Activity) else argument
+            if _activity_of(argument) is not activity or isinstance(value, tuple) or \
+                    dataclasses.is_dataclass(value):
+                return None
+            shadow = getattr(argument, "shadow", None)
+            kinds.append((type(value), getattr(value, "dtype", None), _memory_key(value),
+                          _memory_key(shadow), getattr(shadow, "dtype", None),
+                          shadow is value))
+        return tuple(kinds)
+
+    def checked(self, args, mode: str) -> Unwrapped:
+        """`unwrap`, every argument checked."""
         kernel = self.kernel
         if len(args) != len(self.activities):
             raise LaunchError(f"kernel '{kernel.name}' takes {len(self.activities)} "
@@ -354,7 +401,15 @@ class Rule:
         their activity) or, being a shadow, by the derivative kernels. The transform
         takes each argument for memory of its own, so a value read through one and
         overwritten through the other would not be taped (a silently wrong derivative).
-        Arrays that are only read may share memory."""
+        Arrays that are only read may share memory. The same arrays (the same objects,
+        shapes and strides, still alive) as the last launch that passed are not checked
+        again."""
+        key = (written, tuple(_memory_key(array) for pair in zip(unwrapped.values,
+                                                                 unwrapped.shadows)
+                              for array in pair))
+        if self._disjoint is not None and self._disjoint[0] == key and \
+                all(ref() is not None for ref in self._disjoint[1]):
+            return
         arrays = []     # (label, array, why it is written or None, bytes spanned or None)
         for index, (value, shadow, name) in enumerate(zip(unwrapped.values, unwrapped.shadows,
                                                           unwrapped.names)):
@@ -373,6 +428,10 @@ class Rule:
                         f"and {why_a or why_b}: what is read through one would be "
                         f"overwritten through the other, which the derivative does not "
                         f"see; pass arrays of their own (a copy of one of them)")
+        try:
+            self._disjoint = (key, [weakref.ref(array) for _, array, _, _ in arrays])
+        except TypeError:       # an array that takes no weak reference: checked each time
+            self._disjoint = None
 
     def derivatives(self, modes: tuple[str, ...], unwrapped: Unwrapped, ndrange,
                     workgroupsize):
@@ -595,6 +654,16 @@ class Rule:
         launch(*kernel)
         return tuple(deterministic_sum(self.backend, partials[i]) if i in partials else None
                      for i in range(len(values)))
+
+
+def _memory_key(value) -> tuple | None:
+    """What says an argument's memory is the same as before: for an array, the object
+    (while it lives: `refuse_shared_memory` holds a weak reference) and its shape and
+    strides, which may be set in place; None for a scalar or nothing."""
+    shape = getattr(value, "shape", None)
+    if shape is None or isinstance(value, np.generic):
+        return None
+    return (id(value), shape, getattr(value, "strides", None))
 
 
 def _memory_range(array) -> tuple[int, int] | None:

@@ -106,3 +106,32 @@ def test_a_duplicated_integer_array_is_refused_naming_the_argument(backend, acti
                  Duplicated(on(backend, np.zeros(N)), on(backend, np.ones(N))),
                  Duplicated(on(backend, np.ones(N)), on(backend, np.zeros(N))),
                  activity(counts, kk.zeros(backend, np.int64, N)), ndrange=N)
+
+
+def test_arguments_checked_once_are_checked_again_where_anything_changes(backend):
+    """A loop of launches of the same arrays is checked once (the rule keeps what it found
+    for those array objects, shapes and strides); new arrays, an array reshaped in place,
+    or a number of another type are checked afresh, and refused as before."""
+    launch = weigh_and_shift(backend, 8)
+    x, a, b = (kk.to_backend(backend, np.full(N, v)) for v in (1.0, 2.0, 3.0))
+    y, dy, dx = (kk.zeros(backend, np.float64, N) for _ in range(3))
+
+    def gradient(y, dy, x, dx):
+        autodiff(Reverse, launch, Duplicated(y, dy), Duplicated(x, dx), a, b, ndrange=N)
+        kk.synchronize(backend)
+
+    for _ in range(3):
+        gradient(y, dy, x, dx)
+    # The same x, with y now a view of it: refused, though x was checked before.
+    with pytest.raises(LaunchError, match="share memory"):
+        gradient(x, dy, x[:], dx)
+    # The shadow of x given as x itself, after the same arguments passed.
+    gradient(y, dy, x, dx)
+    with pytest.raises(LaunchError, match="itself"):
+        gradient(y, dy, x, x)
+    # An array reshaped in place is a new one to check: its shadow no longer matches.
+    if isinstance(y, np.ndarray):
+        gradient(y, dy, x, dx)
+        x.shape = (N // 2, 2)
+        with pytest.raises(LaunchError, match="shape"):
+            gradient(y, dy, x, dx)
