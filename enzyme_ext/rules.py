@@ -236,12 +236,12 @@ class Rule:
         self.names = tuple(a.name for a in activities)
         self.max_iterations = max_iterations
         self._prepared: dict = {}
-        # The arguments last found not to share memory (`refuse_shared_memory`): a loop
-        # that differentiates launches of the same arrays checks them once.
-        self._disjoint: tuple | None = None
-        # (the kinds of the arguments last unwrapped, weak references to their arrays,
-        # what `checked` gave for them): see `unwrap`.
-        self._unwrapped: tuple | None = None
+        # Arguments found not to share memory (`refuse_shared_memory`) and the kinds of
+        # arguments unwrapped (`unwrap`), the last few of each (a program's time loop
+        # swaps two buffers): a loop that differentiates launches of the same arrays
+        # checks them once.
+        self._disjoint = _Seen()
+        self._unwrapped = _Seen()
 
     # -- arguments -----------------------------------------------------------------------
 
@@ -249,24 +249,20 @@ class Rule:
         """(primal values, shadows) of the annotated arguments, checked against the
         activities (whether they share memory is checked once the derivative kernels
         say which arguments the kernel writes: `refuse_shared_memory`). Arguments of the
-        kinds the last ones were (the same arrays and shadows, numbers of the same
+        kinds of one of the last few (the same arrays and shadows, numbers of the same
         types) are not checked again: a loop of launches pays for the checks once."""
         key = self.argument_kinds(args, mode)
-        last = self._unwrapped
-        if key is not None and last is not None and last[0] == key and \
-                all(ref() is not None for ref in last[1]):
+        seen = self._unwrapped.get(key)
+        if seen is not None:
             values = [a.value if isinstance(a, Activity) else a for a in args]
-            return Unwrapped(tuple(values), values,
-                             [getattr(a, "shadow", None) for a in args], last[2].names,
-                             last[2].owners)
+            return Unwrapped(tuple(values), values, [getattr(a, "shadow", None) for a in args],
+                             seen.names, seen.owners)
         unwrapped = self.checked(args, mode)
         if key is not None:
-            arrays = [array for pair in zip(unwrapped.values, unwrapped.shadows)
-                      for array in pair if _memory_key(array) is not None]
-            try:
-                self._unwrapped = (key, [weakref.ref(array) for array in arrays], unwrapped)
-            except TypeError:   # an array that takes no weak reference: checked each time
-                self._unwrapped = None
+            self._unwrapped.add(key, [array for pair in zip(unwrapped.values,
+                                                            unwrapped.shadows)
+                                      for array in pair if _memory_key(array) is not None],
+                                unwrapped)
         return unwrapped
 
     def argument_kinds(self, args, mode: str) -> tuple | None:
@@ -402,13 +398,12 @@ class Rule:
         takes each argument for memory of its own, so a value read through one and
         overwritten through the other would not be taped (a silently wrong derivative).
         Arrays that are only read may share memory. The same arrays (the same objects,
-        shapes and strides, still alive) as the last launch that passed are not checked
-        again."""
+        shapes and strides, still alive) as one of the last launches that passed are not
+        checked again."""
         key = (written, tuple(_memory_key(array) for pair in zip(unwrapped.values,
                                                                  unwrapped.shadows)
                               for array in pair))
-        if self._disjoint is not None and self._disjoint[0] == key and \
-                all(ref() is not None for ref in self._disjoint[1]):
+        if self._disjoint.get(key) is not None:
             return
         arrays = []     # (label, array, why it is written or None, bytes spanned or None)
         for index, (value, shadow, name) in enumerate(zip(unwrapped.values, unwrapped.shadows,
@@ -428,10 +423,7 @@ class Rule:
                         f"and {why_a or why_b}: what is read through one would be "
                         f"overwritten through the other, which the derivative does not "
                         f"see; pass arrays of their own (a copy of one of them)")
-        try:
-            self._disjoint = (key, [weakref.ref(array) for _, array, _, _ in arrays])
-        except TypeError:       # an array that takes no weak reference: checked each time
-            self._disjoint = None
+        self._disjoint.add(key, [array for _, array, _, _ in arrays], True)
 
     def derivatives(self, modes: tuple[str, ...], unwrapped: Unwrapped, ndrange,
                     workgroupsize):
@@ -654,6 +646,36 @@ class Rule:
         launch(*kernel)
         return tuple(deterministic_sum(self.backend, partials[i]) if i in partials else None
                      for i in range(len(values)))
+
+
+class _Seen:
+    """What was found for the last few keys, each kept while the arrays it names live
+    (weak references: the arrays are not kept alive by it, and an id reused by a new
+    array after the old one died does not match)."""
+
+    SIZE = 8
+
+    def __init__(self):
+        self.entries: dict = {}
+
+    def get(self, key):
+        entry = self.entries.get(key) if key is not None else None
+        if entry is None:
+            return None
+        references, found = entry
+        if any(reference() is None for reference in references):
+            del self.entries[key]
+            return None
+        return found
+
+    def add(self, key, arrays: list, found) -> None:
+        try:
+            references = [weakref.ref(array) for array in arrays]
+        except TypeError:   # an array that takes no weak reference: checked each time
+            return
+        if len(self.entries) >= self.SIZE:
+            del self.entries[next(iter(self.entries))]
+        self.entries[key] = (references, found)
 
 
 def _memory_key(value) -> tuple | None:
