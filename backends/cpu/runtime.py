@@ -513,7 +513,10 @@ class CPU(Backend):
             # A plugin's transform, made again for that shape, must have made the same
             # choices (a derivative kernel's tape, the updates its gather kernel makes,
             # which the launch reads in the notes of the version it was asked for).
-            same = _plugin_notes(compiled) == _plugin_notes(prepared.compiled)
+            try:
+                same = bool(_plugin_notes(compiled) == _plugin_notes(prepared.compiled))
+            except (TypeError, ValueError):   # notes that do not compare (arrays)
+                same = False
             regrouped = versions[long_rows] = same and (
                 self.prepare(compiled, prepared.argtypes, len(preferred)), preferred)
         return regrouped
