@@ -269,12 +269,16 @@ def past(b: Builder, index: Value, delta: int, axis: int) -> Value:
     return b.compare("ge", index, b.op(NDRANGE, [], T.int64, {"axis": axis}))
 
 
-def beyond(b: Builder, at: dict[int, tuple[Value, int]]) -> Value:
-    """Whether a position, given along each axis it differs on as (the index, its offset
-    from the work-item's own), lies outside the ndrange."""
+def past_each(b: Builder, at: dict[int, tuple[Value, int]]) -> dict[int, Value]:
+    """For a position given along each axis it differs on as (the index, its offset from
+    the work-item's own): axis -> whether it lies outside the ndrange along that axis."""
+    return {axis: past(b, index, delta, axis) for axis, (index, delta) in at.items()}
+
+
+def any_of(b: Builder, tests: dict[int, Value]) -> Value:
+    """Whether any of `tests` holds (a position outside the ndrange along some axis)."""
     outside = None
-    for axis, (index, delta) in at.items():
-        test = past(b, index, delta, axis)
+    for test in tests.values():
         outside = test if outside is None else b.binary("or", outside, test)
     return outside
 
@@ -327,15 +331,11 @@ def gather_kernel(reverse: Function, updates: dict[Value, list[Site]], workgroup
                 # work-item's own index along the axes the neighbour lies outside on (a
                 # load any work-item may make; where a CPU knows that no test holds, the
                 # neighbour's index).
-                tests = {axis: past(b, index, delta, axis)
-                         for axis, (index, delta) in at.items()}
+                tests = past_each(b, at)
                 position = {axis: b.select(tests[axis], own[axis], index)
                             for axis, (index, _) in at.items()}
                 value = positions.value_at(site, _per_axis(position, ndim), mapped)
-                outside = None
-                for test in tests.values():
-                    outside = test if outside is None else b.binary("or", outside, test)
-                value = b.select(outside, b.constant(0.0, value.type), value)
+                value = b.select(any_of(b, tests), b.constant(0.0, value.type), value)
             else:
                 value = positions.value_at(site, [None] * ndim, mapped)
             total = value if total is None else b.binary("add", total, value)
@@ -374,7 +374,8 @@ def leave_out(reverse: Function, updates: dict[Value, list[Site]], workgroupsize
             rewriter.loc = atomic.loc
             own = [positions.own(axis) for axis in range(len(workgroupsize))]
             halo = rewriter.insert_block_after(block, Block())
-            rewriter.cbr(beyond(rewriter, shifted(rewriter, own, shift)), halo, [], rest, [])
+            rewriter.cbr(any_of(rewriter, past_each(rewriter, shifted(rewriter, own, shift))),
+                         halo, [], rest, [])
             atomic.block = halo
             halo.ops.append(atomic)
             rewriter.position_at_end(halo)
