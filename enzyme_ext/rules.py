@@ -148,6 +148,21 @@ class Unwrapped:
         return tuple(regrouped)
 
 
+@dataclass
+class Plan:
+    """What launches of arguments of one kind in one geometry need (`Rule.planned`): the
+    parameters' names and owners (`Unwrapped`), the geometry, and the derivative kernels
+    (prepared kernel, parameters, compiled kernel) by mode, a gather kernel's under
+    `GATHER` where one runs before the reverse kernel."""
+
+    names: list
+    owners: list
+    ndrange: tuple
+    workgroupsize: tuple
+    kernels: dict
+    groups: int | None = None   # work-groups of the geometry, where a launch counted them
+
+
 def _differentiated_leaf(leaf: T.IRType, activity: str, mode: str) -> bool:
     """Whether a leaf of a dataclass or tuple argument of `activity` is differentiated:
     a float of one that is not Const, but a number of a Duplicated one (which holds
@@ -242,6 +257,8 @@ class Rule:
         # checks them once.
         self._disjoint = _Seen()
         self._unwrapped = _Seen()
+        self._plans = _Seen()
+        self.fast_launcher = getattr(launch.backend, "fast_launcher", None)
 
     # -- arguments -----------------------------------------------------------------------
 
@@ -266,21 +283,27 @@ class Rule:
         return unwrapped
 
     def argument_kinds(self, args, mode: str) -> tuple | None:
-        """What `checked` depends on, where it is cheap to tell: per argument, its
-        activity, the value's type, dtype and memory (`_memory_key`) and its shadow's;
-        None for arguments it must see (a dataclass or tuple, a count or activity that
-        does not match)."""
+        """What `checked` and the derivative kernels depend on, where it is cheap to
+        tell: per argument, its activity, the value's type, argument key (the backend's:
+        equal keys, equal types) and memory (`_memory_key`) and its shadow's; None for
+        arguments it must see (a dataclass or tuple, a count or activity that does not
+        match)."""
         if len(args) != len(self.activities):
             return None
+        key = self.backend.argument_key
         kinds = [mode]
         for argument, activity in zip(args, self.activities):
-            value = argument.value if isinstance(argument, Activity) else argument
-            if _activity_of(argument) is not activity or isinstance(value, tuple) or \
-                    dataclasses.is_dataclass(value):
+            if isinstance(argument, Activity):
+                given, value = type(argument), argument.value
+            else:
+                given, value = Const, argument
+            kind = type(value)
+            if given is not activity or (kind is not np.ndarray and kind is not float and (
+                    isinstance(value, tuple) or dataclasses.is_dataclass(value))):
                 return None
             shadow = getattr(argument, "shadow", None)
-            kinds.append((type(value), getattr(value, "dtype", None), _memory_key(value),
-                          _memory_key(shadow), getattr(shadow, "dtype", None),
+            kinds.append((kind, key(value), _memory_key(value), type(shadow),
+                          None if shadow is None else key(shadow), _memory_key(shadow),
                           shadow is value))
         return tuple(kinds)
 
@@ -491,7 +514,8 @@ class Rule:
         else:                   # in global memory, with the counts
             floats, integers = layout.slots(values, self.max_iterations or
                                             DEFAULT_MAX_ITERATIONS)
-            how, size = "in two kernels, with a tape of", 8 * (floats + integers + 2)
+            counts = 2 if layout.terms else 0   # the tape's counts, where it pushes
+            how, size = "in two kernels, with a tape of", 8 * (floats + integers + counts)
         unknown = layout.unknown_loops() if mode != COMBINED else []
         logger.info("kernel '%s': reverse mode %s %d float and %d integer slots, %d bytes "
                     "per work-item%s", self.kernel.name, how, floats, integers, size,
@@ -500,49 +524,77 @@ class Rule:
 
     # -- the launches ----------------------------------------------------------------------
 
+    def planned(self, args, mode: str, modes: tuple[str, ...], ndrange, workgroupsize
+                ) -> tuple[Unwrapped, Plan]:
+        """The arguments unwrapped, and the plan of their launch: found at the first launch
+        of arguments of their kinds (`argument_kinds`) in this geometry (every argument
+        checked, the derivative kernels of `modes` compiled, their memory checked for
+        overlaps), and kept for the next ones, which only unwrap them. Raises
+        `TwoKernelsNeeded` where `modes` asks for the combined kernel and the tape grows
+        with a loop."""
+        kinds = self.argument_kinds(args, mode)
+        key = None if kinds is None else (kinds, modes, ndrange, workgroupsize)
+        try:
+            plan = self._plans.get(key)
+        except TypeError:   # an ndrange given as a list: the launch says what to pass
+            key = plan = None
+        if plan is not None:
+            values = [a.value if isinstance(a, Activity) else a for a in args]
+            return Unwrapped(tuple(values), values, [getattr(a, "shadow", None) for a in args],
+                             plan.names, plan.owners), plan
+        unwrapped = self.unwrap(args, mode)
+        entries, ndrange_, workgroupsize_ = self.derivatives(modes, unwrapped, ndrange,
+                                                             workgroupsize)
+        kernels = dict(zip(modes, entries))
+        self.refuse_shared_memory(unwrapped, entries[0][2].notes[WRITTEN])
+        reverse = kernels.get(COMBINED) or kernels.get(REVERSE)
+        if reverse is not None and reverse[2].notes[ADPlugin.name].gather:
+            [kernels[GATHER]], _, _ = self.derivatives((GATHER,), unwrapped, ndrange,
+                                                       workgroupsize)
+        plan = Plan(unwrapped.names, unwrapped.owners, ndrange_, workgroupsize_, kernels)
+        if key is not None:
+            self._plans.add(key, [array for pair in zip(unwrapped.values, unwrapped.shadows)
+                                  for array in pair if _memory_key(array) is not None], plan)
+        return unwrapped, plan
+
+    def launch(self, kernel, arguments: tuple, ndrange, workgroupsize) -> None:
+        """Launch a derivative kernel (prepared, parameters, compiled): through the
+        backend's fast launcher where it has one for these arguments, as a primal launch
+        goes."""
+        prepared = kernel[0]
+        fire = self.fast_launcher(prepared, arguments) if self.fast_launcher else None
+        if fire is None or not fire(arguments, ndrange):
+            self.backend.launch(prepared, arguments, ndrange, workgroupsize)
+
     def forward(self, args, ndrange, workgroupsize) -> None:
-        unwrapped = self.unwrap(args, FORWARD)
+        unwrapped, plan = self.planned(args, FORWARD, (FORWARD,), ndrange, workgroupsize)
         values, shadows = unwrapped.values, unwrapped.shadows
-        [(prepared, parameters, compiled)], ndrange, workgroupsize = self.derivatives(
-            (FORWARD,), unwrapped, ndrange, workgroupsize)
-        self.refuse_shared_memory(unwrapped, compiled.notes[WRITTEN])
-        arguments = [values[p.index] if p.role == "primal" else shadows[p.index]
-                     for p in parameters]
-        self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
+        kernel = plan.kernels[FORWARD]
+        self.launch(kernel, tuple(values[p.index] if p.role == "primal" else shadows[p.index]
+                                  for p in kernel[1]), plan.ndrange, plan.workgroupsize)
 
     def combined(self, args, ndrange, workgroupsize):
         """`autodiff(Reverse, ...)` as one launch of the combined kernel (the augmented
         primal, then its reverse, in each work-item, with a private tape), after the gather
         kernel if there is one, where the tape has a constant size; None where it grows
         with a loop (the caller runs the two halves, `ReverseSplit`'s)."""
-        unwrapped = self.unwrap(args, REVERSE)
-        values, shadows = unwrapped.values, unwrapped.shadows
         try:
-            [(prepared, parameters, compiled)], ndrange, workgroupsize = self.derivatives(
-                (COMBINED,), unwrapped, ndrange, workgroupsize)
+            unwrapped, plan = self.planned(args, REVERSE, (COMBINED,), ndrange,
+                                           workgroupsize)
         except TwoKernelsNeeded:
             return None
-        self.refuse_shared_memory(unwrapped, compiled.notes[WRITTEN])
-        gather = None
-        if compiled.notes[ADPlugin.name].gather:   # neighbours' updates, before it
-            [gather], _, _ = self.derivatives((GATHER,), unwrapped, ndrange,
-                                              workgroupsize)
-        return unwrapped.regrouped(self.launch_reverse(
-            (prepared, parameters), values, shadows, None, ndrange, workgroupsize, gather))
+        return unwrapped.regrouped(self.launch_reverse(plan, COMBINED, unwrapped, None))
 
     def augmented_forward(self, args, ndrange, workgroupsize) -> Tape:
-        unwrapped = self.unwrap(args, AUGMENTED)
-        values, shadows = unwrapped.values, unwrapped.shadows
         # The reverse kernel is compiled first: an error in it must come before the primal
         # arrays are overwritten.
-        (reverse, (prepared, parameters, compiled)), ndrange, workgroupsize = \
-            self.derivatives((REVERSE, AUGMENTED), unwrapped, ndrange, workgroupsize)
-        self.refuse_shared_memory(unwrapped, compiled.notes[WRITTEN])
-        if reverse[2].notes[ADPlugin.name].gather:
-            self.derivatives((GATHER,), unwrapped, ndrange, workgroupsize)
+        unwrapped, plan = self.planned(args, AUGMENTED, (REVERSE, AUGMENTED), ndrange,
+                                       workgroupsize)
+        values = unwrapped.values
+        prepared, parameters, compiled = kernel = plan.kernels[AUGMENTED]
         layout = compiled.notes[ADPlugin.name]
-        items = math.prod(ndrange)
-        geometry = (ndrange, workgroupsize)
+        geometry = (plan.ndrange, plan.workgroupsize)
+        items = math.prod(plan.ndrange)
         if self.max_iterations is None and layout.unknown_loops() and items:
             slots = self.measure_slots(prepared, parameters, compiled.notes[WRITTEN], values,
                                        items, geometry)
@@ -552,10 +604,9 @@ class Rule:
                                counted=bool(layout.terms))
         tape.owner = (self, compiled.job)
         tape.reads = frozenset(unwrapped.owners[index]
-                               for index in reverse[2].notes[REVERSE_READS])
-        arguments = [values[p.index] if p.role == "primal" else tape.arrays[p.field]
-                     for p in parameters]
-        self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
+                               for index in plan.kernels[REVERSE][2].notes[REVERSE_READS])
+        self.launch(kernel, tuple(values[p.index] if p.role == "primal" else
+                                  tape.arrays[p.field] for p in parameters), *geometry)
         if layout.loops and items and any(slots):
             self.check_capacity(tape, layout, slots)
         return tape
@@ -599,51 +650,43 @@ class Rule:
         if not isinstance(tape, Tape):
             raise LaunchError(f"kernel '{self.kernel.name}': tape= must be the tape the "
                               f"forward half returned, not {type(tape).__name__}")
-        unwrapped = self.unwrap(args, REVERSE)
-        values, shadows = unwrapped.values, unwrapped.shadows
-        ((_, _, augmented), (prepared, parameters, compiled)), ndrange, workgroupsize = \
-            self.derivatives((AUGMENTED, REVERSE), unwrapped, ndrange, workgroupsize)
-        self.refuse_shared_memory(unwrapped, compiled.notes[WRITTEN])
-        if tape.owner != (self, augmented.job):
+        unwrapped, plan = self.planned(args, REVERSE, (AUGMENTED, REVERSE), ndrange,
+                                       workgroupsize)
+        if tape.owner != (self, plan.kernels[AUGMENTED][2].job):
             raise LaunchError(f"kernel '{self.kernel.name}': this tape was made by "
                               f"another kernel's forward half ('{tape.kernel}'), or for "
                               f"arguments of other types: pass the tape the forward half of "
                               f"this autodiff_thunk returned for these arguments")
-        if tape.geometry != (ndrange, workgroupsize):
+        if tape.geometry != (plan.ndrange, plan.workgroupsize):
             raise LaunchError(f"kernel '{self.kernel.name}': the reverse pass must have the "
                               f"forward's ndrange and workgroupsize {tape.geometry}, not "
-                              f"{(ndrange, workgroupsize)}")
-        ndrange, workgroupsize = tape.geometry
-        gather = None
-        if compiled.notes[ADPlugin.name].gather:   # neighbours' updates, before the reverse
-            [gather], _, _ = self.derivatives((GATHER,), unwrapped, ndrange,
-                                              workgroupsize)
-        return unwrapped.regrouped(self.launch_reverse(
-            (prepared, parameters), values, shadows, tape, ndrange, workgroupsize, gather))
+                              f"{(plan.ndrange, plan.workgroupsize)}")
+        return unwrapped.regrouped(self.launch_reverse(plan, REVERSE, unwrapped, tape))
 
-    def launch_reverse(self, kernel, values, shadows, tape: Tape | None, ndrange,
-                       workgroupsize, gather=None):
-        """Launch a reverse or combined `kernel` (prepared, parameters), after its
-        `gather` kernel if it has one (which reads no tape: a combined kernel's has
-        empty arrays for it); each Active scalar's derivative, summed from one partial
-        per work-group."""
-        groups = math.prod(-(-n // g) for n, g in zip(ndrange, workgroupsize))
-        partials = {p.index: self.backend.allocate(np.float64, (groups,))
-                    for p in kernel[1] if p.role == "partials"}
-
-        def launch(prepared, parameters, *_) -> None:
-            nonlocal tape
-            if tape is None and any(p.role == "tape" for p in parameters):
+    def launch_reverse(self, plan: Plan, mode: str, unwrapped: Unwrapped, tape: Tape | None):
+        """Launch the reverse or combined kernel of `plan` (`mode`), after its gather
+        kernel if it has one (which reads no tape: a combined kernel's has empty arrays
+        for it); each Active scalar's derivative, summed from one partial per work-group."""
+        values, shadows = unwrapped.values, unwrapped.shadows
+        ndrange, workgroupsize = plan.ndrange, plan.workgroupsize
+        kernel = plan.kernels[mode]
+        partials = {}
+        if plan.groups is None:
+            plan.groups = math.prod(-(-n // g) for n, g in zip(ndrange, workgroupsize))
+        for p in kernel[1]:
+            if p.role == "partials":
+                partials[p.index] = self.backend.allocate(np.float64, (plan.groups,))
+        for launched in (plan.kernels.get(GATHER), kernel):
+            if launched is None:
+                continue
+            if tape is None and any(p.role == "tape" for p in launched[1]):
                 tape = Tape.for_launch(self.backend, (0, 0), 0, (ndrange, workgroupsize),
                                        self.kernel.name)
-            arguments = [values[p.index] if p.role == "primal" else
-                         shadows[p.index] if p.role == "shadow" else
-                         partials[p.index] if p.role == "partials" else
-                         tape.arrays[p.field] for p in parameters]
-            self.backend.launch(prepared, tuple(arguments), ndrange, workgroupsize)
-        if gather is not None:
-            launch(*gather)
-        launch(*kernel)
+            self.launch(launched, tuple(values[p.index] if p.role == "primal" else
+                                        shadows[p.index] if p.role == "shadow" else
+                                        partials[p.index] if p.role == "partials" else
+                                        tape.arrays[p.field] for p in launched[1]),
+                        ndrange, workgroupsize)
         return tuple(deterministic_sum(self.backend, partials[i]) if i in partials else None
                      for i in range(len(values)))
 
@@ -682,6 +725,8 @@ def _memory_key(value) -> tuple | None:
     """What says an argument's memory is the same as before: for an array, the object
     (while it lives: `refuse_shared_memory` holds a weak reference) and its shape and
     strides, which may be set in place; None for a scalar or nothing."""
+    if type(value) is np.ndarray:
+        return (id(value), value.shape, value.strides)
     shape = getattr(value, "shape", None)
     if shape is None or isinstance(value, np.generic):
         return None

@@ -135,3 +135,42 @@ def test_arguments_checked_once_are_checked_again_where_anything_changes(backend
         x.shape = (N // 2, 2)
         with pytest.raises(LaunchError, match="shape"):
             gradient(y, dy, x, dx)
+        x.shape = (N,)
+        # An array made read-only in place (the same object, shape and strides) is of
+        # another kind: the kernel writes y.
+        gradient(y, dy, x, dx)
+        y.flags.writeable = False
+        with pytest.raises(LaunchError, match="read-only"):
+            gradient(y, dy, x, dx)
+
+
+@pytest.mark.parametrize("mode", ["reverse", "split", "forward"])
+def test_a_loop_of_launches_plans_them_once(backend, mode, monkeypatch):
+    """Launches of arguments of the kinds of one of the last few, in the same geometry,
+    reuse its plan: the arguments are not checked again nor the derivative kernels
+    looked up; two buffers swapped each step (a time loop's) are two plans."""
+    from enzyme_ext import ReverseSplit, autodiff_thunk
+    from enzyme_ext.rules import Rule
+    looked_up = []
+    derivatives = Rule.derivatives
+    monkeypatch.setattr(Rule, "derivatives", lambda self, modes, *rest: (
+        looked_up.append(modes), derivatives(self, modes, *rest))[1])
+    launch = weigh_and_shift(backend, 8)
+    x, a, b = (kk.to_backend(backend, np.full(N, v)) for v in (1.0, 2.0, 3.0))
+    buffers = [(kk.zeros(backend, np.float64, N), kk.zeros(backend, np.float64, N))
+               for _ in range(2)]
+    dx = kk.zeros(backend, np.float64, N)
+    forward, reverse = autodiff_thunk(ReverseSplit, launch, Duplicated, Duplicated, Const,
+                                      Const)
+    for step in range(6):
+        y, dy = buffers[step % 2]
+        arguments = (Duplicated(y, dy), Duplicated(x, dx), a, b)
+        if mode == "reverse":
+            autodiff(Reverse, launch, *arguments, ndrange=N)
+        elif mode == "split":
+            reverse(*arguments, tape=forward(*arguments, ndrange=N), ndrange=N)
+        else:
+            autodiff(Forward, launch, *arguments, ndrange=N)
+    kk.synchronize(backend)
+    calls = {"reverse": 1, "split": 2, "forward": 1}[mode]
+    assert 0 < len(looked_up) <= 2 * calls * 2, looked_up   # two buffers, each planned once
