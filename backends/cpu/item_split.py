@@ -50,8 +50,12 @@ from kernelkit.ir.ops import Op, Value
 from kernelkit.passes.guard_versioning import INDEX_ARITHMETIC
 
 MOST_COMPARISONS = 8
-"""A kernel with more row comparisons than this is not split (each costs a few
-instructions per row)."""
+"""A kernel with more row comparisons along the row than this is not split (each costs a
+few instructions per row, to find where it changes)."""
+
+MOST_ACROSS = 16
+"""Nor one with more comparisons along other axes than this (each costs a test per row:
+a gradient's gather kernel tests each neighbour's position along each axis)."""
 
 _WIDE = ir.IntType(128)   # the points are computed without overflow in 128 bits
 # The comparison with its operands swapped, for a comparison whose right side moves.
@@ -83,7 +87,8 @@ class RowComparison:
 
 def row_comparisons(function: Function, axis: int) -> tuple[RowComparison, ...]:
     """The row comparisons of `function` along `axis` (see the module docstring); empty
-    where there are none or more than `MOST_COMPARISONS`."""
+    where there are none, or more than `MOST_COMPARISONS` along the row or `MOST_ACROSS`
+    along other axes."""
     slopes: dict = {}
     across: dict = {}
     params = set(function.params)
@@ -112,7 +117,10 @@ def row_comparisons(function: Function, axis: int) -> tuple[RowComparison, ...]:
         found.append(RowComparison(op, moving, fixed, slope,
                                    _offsets(predicate, slope) if along == axis else (),
                                    left.type.is_signed, left.type.bits, along))
-    return tuple(found) if len(found) <= MOST_COMPARISONS else ()
+    along_the_row = sum(comparison.axis == axis for comparison in found)
+    if along_the_row > MOST_COMPARISONS or len(found) - along_the_row > MOST_ACROSS:
+        return ()
+    return tuple(found)
 
 
 def _across(op: Op, axis: int, params: set, slopes: dict):

@@ -17,8 +17,8 @@ from typing import Callable
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ARITHMETIC, CAST, MATH, SELECT, SUBGROUP, UNARY,
-                                      OpDefinition)
+from kernelkit.ir.definitions import (ARITHMETIC, CAST, CONST, MATH, SELECT, SUBGROUP,
+                                      UNARY, OpDefinition)
 from kernelkit.ir.ops import Value, constant_value, is_op
 
 ONE = "one"
@@ -258,8 +258,11 @@ def _fmin_fmax_partials(b, operands, result):
 def scaled(b: Builder, derivative: Value, partial: Value) -> Value:
     """`derivative * partial`, and 0 where `derivative` is 0 whatever the partial (a strong
     zero): an adjoint or tangent that is zero carries nothing, even through the infinite
-    partial of x / 0 or sqrt(0) on a path whose result is overwritten or not selected."""
+    partial of x / 0 or sqrt(0) on a path whose result is overwritten or not selected. A
+    finite constant partial needs no test: the product is then a zero too."""
     product = b.binary("mul", derivative, partial)
+    if is_op(partial, CONST) and math.isfinite(constant_value(partial)):
+        return product
     zero = b.constant(0.0, product.type)
     return b.select(b.compare("eq", derivative, b.constant(0.0, derivative.type)), zero,
                     product)

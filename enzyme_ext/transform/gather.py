@@ -220,45 +220,62 @@ class Positions:
         return b.binary("add", b.binary("mul", group, b.constant(self.workgroupsize[axis],
                                                                    T.int64)), local)
 
-    def value_at(self, site: Site, at: list[Value | None], mapped: dict) -> Value:
+    def value_at(self, site: Site, at: list[Value | None], mapped: dict,
+                 loads_at: list[Value | None] | None = None) -> Value:
         """The value `site` adds, as the work-item at `at` computes it; zero where that
-        work-item's test keeps it from the update (computed only where it does not)."""
+        work-item's test keeps it from the update (computed only where it does not).
+        With `loads_at`, the loads read at that position instead (`computed`)."""
         if site.guard is None:
-            return self.computed(site.ops, site.value, at, mapped)
+            return self.computed(site.ops, site.value, at, mapped, loads_at)
         b = self.b
-        guard = self.computed(site.guard_ops, site.guard, at, mapped)
+        guard = self.computed(site.guard_ops, site.guard, at, mapped, loads_at)
         if not site.taken:
             guard = b.compare("eq", guard, b.constant(False, T.bool_))
         zero = b.constant(0.0, site.value.type)
         if site.speculable:     # no branch in the gathering loop (a vector select)
-            return b.select(guard, self.computed(site.ops, site.value, at, mapped), zero)
+            return b.select(guard, self.computed(site.ops, site.value, at, mapped, loads_at),
+                            zero)
         update, join = b.new_block(), b.new_block()
         result = join.add_param(site.value.type, "update")
         b.cbr(guard, update, [], join, [zero])
         b.position_at_end(update)
-        b.br(join, [self.computed(site.ops, site.value, at, mapped)])
+        b.br(join, [self.computed(site.ops, site.value, at, mapped, loads_at)])
         b.position_at_end(join)
         return result
 
-    def computed(self, ops: list[Op], value: Value, at: list[Value | None], mapped: dict
-                 ) -> Value:
-        """`value`, which `ops` compute, computed again at `at`."""
+    def computed(self, ops: list[Op], value: Value, at: list[Value | None], mapped: dict,
+                 loads_at: list[Value | None] | None = None) -> Value:
+        """`value`, which `ops` compute, computed again at `at`; with `loads_at`, each
+        load's indices computed at that position instead. A position `at` that may lie
+        outside the ndrange, whose value the caller discards there, keeps every test and
+        value an affine function of the work-item's position (which a CPU cuts out of
+        the middle of its rows, `item_split.py`), while the loads read at a position
+        inside."""
         b, copies = self.b, dict(mapped)
+        inside = copies if loads_at is None else dict(mapped)
         for op in ops:
-            axis = global_axis(op, self.workgroupsize)
-            if axis is not None and at[axis] is not None:
-                copies[op] = at[axis]
-                continue
-            if op.definition in (GROUP_ID, LOCAL_ID) and at[op.attrs["axis"]] is not None:
-                index, size = at[op.attrs["axis"]], b.constant(
-                    self.workgroupsize[op.attrs["axis"]], T.int64)
-                copies[op] = b.binary("floordiv" if op.definition is GROUP_ID else "mod",
-                                      index, size)
-                continue
             b.loc = op.loc
-            copies[op] = b.op(op.definition, [copies.get(v, v) for v in op.operands],
-                              op.type, dict(op.attrs))
+            if op.definition is LOAD:
+                copies[op] = inside[op] = b.op(LOAD, [inside.get(v, v) for v in op.operands],
+                                               op.type, dict(op.attrs))
+                continue
+            copies[op] = self.moved(op, at, copies)
+            if inside is not copies:
+                inside[op] = self.moved(op, loads_at, inside)
         return copies.get(value, value)
+
+    def moved(self, op: Op, at: list[Value | None], copies: dict) -> Value:
+        """`op` computed again at `at`, its operands' copies in `copies`."""
+        b = self.b
+        axis = global_axis(op, self.workgroupsize)
+        if axis is not None and at[axis] is not None:
+            return at[axis]
+        if op.definition in (GROUP_ID, LOCAL_ID) and at[op.attrs["axis"]] is not None:
+            index, size = at[op.attrs["axis"]], b.constant(
+                self.workgroupsize[op.attrs["axis"]], T.int64)
+            return b.binary("floordiv" if op.definition is GROUP_ID else "mod", index, size)
+        return b.op(op.definition, [copies.get(v, v) for v in op.operands], op.type,
+                    dict(op.attrs))
 
 
 def past(b: Builder, index: Value, delta: int, axis: int) -> Value:
@@ -327,14 +344,16 @@ def gather_kernel(reverse: Function, updates: dict[Value, list[Site]], workgroup
         for site, shift in zip(sites, shifts(sites, offsets, 1)):
             at = shifted(b, own, shift)
             if at:
-                # The neighbour's value where it exists, else zero, computed at the
-                # work-item's own index along the axes the neighbour lies outside on (a
-                # load any work-item may make; where a CPU knows that no test holds, the
-                # neighbour's index).
+                # The neighbour's value where it exists, else zero: computed at the
+                # neighbour's position, its loads at the work-item's own index along the
+                # axes the neighbour lies outside on (a load any work-item may make;
+                # where a CPU knows that no test holds, the neighbour's index).
                 tests = past_each(b, at)
-                position = {axis: b.select(tests[axis], own[axis], index)
-                            for axis, (index, _) in at.items()}
-                value = positions.value_at(site, _per_axis(position, ndim), mapped)
+                inside = {axis: b.select(tests[axis], own[axis], index)
+                          for axis, (index, _) in at.items()}
+                value = positions.value_at(
+                    site, _per_axis({axis: index for axis, (index, _) in at.items()}, ndim),
+                    mapped, _per_axis(inside, ndim))
                 value = b.select(any_of(b, tests), b.constant(0.0, value.type), value)
             else:
                 value = positions.value_at(site, [None] * ndim, mapped)

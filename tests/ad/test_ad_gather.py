@@ -5,6 +5,8 @@ with the elements past the ndrange's edges (the halo) still updated atomically, 
 reverse kernel, behind a test of the position. Each gradient is checked against the same
 sums written out in Python, on ndranges that end in partial work-groups, and the reverse
 kernel is checked to keep no atomics but those of the halo."""
+import re
+
 import numpy as np
 import pytest
 
@@ -330,3 +332,24 @@ def test_a_stencil_behind_a_boundary_test_gathers_its_updates(backend, kernel,
     np.testing.assert_allclose(got_du, expected_du, rtol=1e-13, atol=1e-14)
     np.testing.assert_array_equal(got_dout, expected_dout)
     assert result[2] == pytest.approx(expected_dalpha, rel=1e-12)
+
+
+def test_the_gather_kernel_of_a_guarded_stencil_has_no_tests_mid_row():
+    """A neighbour's test is computed at the neighbour's position (its loads at a position
+    inside the ndrange), an affine function of the work-item's: the CPU cuts it out of
+    the middle of each row (`item_split.py`), where the gather loop then reads whole
+    vectors and compares no indices. (At the clamped position, min/max-like selects, the
+    row kept every test: a vector compare per neighbour per element, and the neighbours'
+    loads as gathers.)"""
+    backend = kk.CPU()
+    shape = (8, 1024)
+    u = np.zeros(shape, np.float32)
+    argtypes = guarded_heat_step.argument_types(backend, (u, u, np.float32(0.2)))
+    parent = compiler_job_from_backend(backend, guarded_heat_step.function, argtypes,
+                                       workgroupsize=(1, 1024))
+    names = (Duplicated.name, Duplicated.name, Const.name)
+    llvm_ir = compile_job(derivative_job(parent, "gather", names, (None,) * 3)).llvm_ir
+    bodies = re.findall(r"^vector\.body\d*:.*?(?=^\S+:)", llvm_ir, re.S | re.M)
+    clean = [body for body in bodies
+             if not re.search(r"icmp \w+ <\d+ x i64>|masked\.gather", body)]
+    assert clean and all(re.search(r"load <\d+ x float>", body) for body in clean)

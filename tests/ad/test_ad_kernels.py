@@ -1288,3 +1288,40 @@ def test_a_launch_whose_loops_tape_nothing_still_has_counts_for_every_work_item(
     np.testing.assert_allclose(kk.to_numpy(dy), seed * x ** n, rtol=1e-12)
     np.testing.assert_allclose(kk.to_numpy(dx), seed * n * x ** (n - 1) * y0 if n else 0.0,
                                rtol=1e-12)
+
+
+@kk.kernel
+def constant_or_infinite_scale(y, x, pick):
+    i = kk.index(kk.Global)
+    scaled = x[i] * np.inf
+    y[i] = scaled if pick > 0 else 4.0 * x[i]
+
+
+def test_a_zero_adjoint_through_an_infinite_constant_partial_stays_zero(backend):
+    """The branch not picked multiplies by inf: its adjoint, 0, times that partial is 0
+    (a strong zero), not NaN; the finite constant 4 needs no such test (its product with
+    0 is 0), so only one select of the strong zero is left in the reverse kernel."""
+    from enzyme_ext import compiler_job_from_backend
+    from enzyme_ext.jobs import derivative_job
+    from kernelkit.compiler.driver import compile_job
+    n = 96
+    x, y = np.linspace(-1.0, 1.0, n), np.zeros(n)
+    dx, dy = np.zeros(n), np.ones(n)
+    argtypes = constant_or_infinite_scale.argument_types(backend, (on(backend, y),
+                                                                   on(backend, x), 0))
+    parent = compiler_job_from_backend(backend, constant_or_infinite_scale.function,
+                                       argtypes, workgroupsize=(WORKGROUP,))
+    names = (Duplicated.name, Duplicated.name, Const.name)
+    ir = compile_job(derivative_job(parent, "reverse", names, (None,) * 3)).ir
+    constants = dict(re.findall(r"(%\d+) = const \"?([^\" ]+)\"? : f64", ir))
+    products = {constants.get(right): name for name, right in
+                re.findall(r"(%\d+) = mul %\d+, (%\d+) : f64", ir)}
+    selected = set(re.findall(r"= select %\d+, %\d+, (%\d+) : f64", ir))
+    assert set(products) == {"inf", "4.0"}
+    assert products["inf"] in selected and products["4.0"] not in selected
+    x_on, dx_on = on(backend, x), on(backend, dx)
+    autodiff(Reverse, constant_or_infinite_scale(backend, WORKGROUP),
+             Duplicated(on(backend, y), on(backend, dy)), Duplicated(x_on, dx_on), 0,
+             ndrange=n)
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(kk.to_numpy(dx_on), np.full(n, 4.0))
