@@ -1049,6 +1049,67 @@ def bench_heat_program_gradient(ctx: Context) -> Measurement:
     return measure_case(f"{edge}^2 x {HEAT_PROGRAM_STEPS}", kernelkit_side, peers=plain)
 
 
+HEAT_CHECKPOINT_BUDGET = 10    # sqrt(HEAT_PROGRAM_STEPS) saved states
+
+
+def bench_heat_checkpoint_gradient(ctx: Context) -> Measurement:
+    """The heat loop of `heat_program_gradient`, its step updating the field in place
+    (into a temporary, copied back), differentiated through `checkpoint(step, 100,
+    budget=10)`: at most 10 saved states, the rest recomputed. The kk/taped column is
+    that gradient / the same loop's gradient with every step taped."""
+    from enzyme_ext import Duplicated, Reverse, autodiff, checkpoint
+    edge = min(ctx.sizes.stencil, 1024)
+    u0 = np.random.default_rng(0).random((edge, edge), dtype=np.float32)
+    alpha = np.float32(0.2)
+
+    def step(field):
+        following = kk.empty_like(field)
+        kernels.heat_step(kk.get_backend(field), kernels.USER_STENCIL_GROUP)(
+            following, field, alpha, ndrange=(edge, edge))
+        kk.copyto(field, following)
+
+    def program_of(loop):
+        def program(initial, final):
+            field = kk.zeros_like(initial)
+            kk.copyto(field, initial)
+            loop(field)
+            kk.copyto(final, field)
+        return program
+
+    def taped_loop(field):
+        for _ in range(HEAT_PROGRAM_STEPS):
+            step(field)
+
+    checkpointed = program_of(checkpoint(step, HEAT_PROGRAM_STEPS,
+                                         budget=HEAT_CHECKPOINT_BUDGET))
+    taped = program_of(taped_loop)
+    initial = kk.to_backend(ctx.backend, u0)
+    final = kk.zeros(ctx.backend, np.float32, (edge, edge))
+    d_initial = kk.zeros(ctx.backend, np.float32, (edge, edge))
+
+    def gradient_of(program) -> Callable[[], None]:
+        def gradient() -> None:
+            autodiff(Reverse, program, Duplicated(initial, d_initial),
+                     Duplicated(final, kk.to_backend(ctx.backend, np.ones_like(u0))))
+            kk.synchronize(ctx.backend)
+        return gradient
+
+    def kernelkit_side() -> tuple[Timing, bool]:
+        kk.copyto(d_initial, np.zeros_like(u0))
+        gradient_of(checkpointed)()
+        expected = np.ones((edge, edge))
+        for _ in range(HEAT_PROGRAM_STEPS):
+            expected = _heat_adjoint_step(expected, float(alpha))
+        correct = bool(np.allclose(kk.to_numpy(d_initial), expected, rtol=1e-4, atol=1e-5))
+        return measure(gradient_of(checkpointed), ctx.sizes), correct
+
+    def every_step_taped() -> dict[str, Timing | None]:
+        return {"taped": measure(gradient_of(taped), ctx.sizes)}
+
+    return measure_case(f"{edge}^2 x {HEAT_PROGRAM_STEPS}, budget {HEAT_CHECKPOINT_BUDGET}",
+                        kernelkit_side, peers=every_step_taped)
+
+
 def _heat_adjoint_step(adjoint: np.ndarray, alpha: float) -> np.ndarray:
     """The adjoint of `kernels.heat_step`: the boundary's adjoint passes through; each
     interior element's goes (1 - 4 alpha) to itself and alpha to each neighbour."""
@@ -1312,6 +1373,8 @@ CASES = (
     Case("matmul_tiled_reverse", "ms", {}, bench_matmul_tiled_reverse),
     Case("heat_program_gradient", "ms", {"cpu": RatioTarget(3.0, "program")},
          bench_heat_program_gradient),
+    Case("heat_checkpoint_gradient", "ms", {"cpu": RatioTarget(2.0, "taped")},
+         bench_heat_checkpoint_gradient),
     Case("grad_sin_x", "ms", {"cpu": FasterThanPeersTarget(("jax", "warp", "taichi"))},
          bench_grad_sin_x),
     Case("ad_cold_compile", "s", {"cpu": AbsoluteTarget(0.3, "s"),

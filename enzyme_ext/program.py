@@ -83,6 +83,46 @@ def _holds_floats(array) -> bool:
     return np.issubdtype(np.dtype(array.dtype), np.floating)
 
 
+class Shadows:
+    """The shadows of a recording's arrays, found by the array (its identity), with the
+    bytes each spans: an array that is not one of them but shares memory with one is
+    found by comparing spans, and only where they meet by NumPy's exact test, so a
+    program of many launches and temporaries pays little per lookup."""
+
+    def __init__(self, pairs=()):
+        self.known: dict[int, tuple[object, object, tuple | None]] = {}
+        for array, shadow in pairs:
+            self.add(array, shadow)
+
+    def add(self, array, shadow) -> None:
+        self.known.setdefault(id(array), (array, shadow, _span(array)))   # the first stays
+
+    def copy(self) -> Shadows:
+        copied = Shadows()
+        copied.known = dict(self.known)
+        return copied
+
+    def get(self, array):
+        """The shadow of `array`, or None where it has none; raises `_SharedMemory`
+        where it shares memory with an array that has one without being it. (An array
+        is kept here while the recording lives, so its identity is not reused.)"""
+        entry = self.known.get(id(array))
+        if entry is not None:
+            return entry[1]
+        span = _span(array)
+        for known, _, known_span in self.known.values():
+            if span is not None and known_span is not None and not (
+                    span[0] < known_span[1] and known_span[0] < span[1]):
+                continue    # disjoint bytes (an empty array meets nothing)
+            if _overlaps(known, array):
+                raise _SharedMemory()
+        return None
+
+
+class _SharedMemory(Exception):
+    """An array that shares memory with one that has a shadow, without being it."""
+
+
 class Recording:
     """The launches of one run of a program, in order, and the shadows of its arrays."""
 
@@ -90,7 +130,7 @@ class Recording:
         self.mode = mode
         self.program = program
         self.launches: list[_Recorded] = []
-        self.shadows: list[tuple[object, object]] = []     # (array, shadow), by array
+        self.shadows = Shadows()
         self.active: dict[int, float] = {}     # id of a traced scalar -> its tangent
         self.derivatives: dict[int, float] = {}             # id -> summed derivative
         self.readers: list[tuple[object, _Recorded]] = []   # (array, launch) read, not written
@@ -112,7 +152,7 @@ class Recording:
                 self.derivatives[id(traced)] = 0.0
                 self.arguments.append(traced)
             elif issubclass(kind, Duplicated):
-                self.shadows.append((value, argument.shadow))
+                self.shadows.add(value, argument.shadow)
                 self.arguments.append(value)
             else:
                 self.arguments.append(value)
@@ -120,20 +160,17 @@ class Recording:
     # -- the shadows --------------------------------------------------------------------
 
     def shadow_of(self, array):
-        for known, shadow in self.shadows:
-            if known is array:
-                return shadow
-        for known, _ in self.shadows:
-            if _overlaps(known, array):
-                raise KernelkitError(
-                    f"program '{_name(self.program)}': a launch takes an array that shares "
-                    f"memory with a differentiated array without being that array (a view "
-                    f"of it, or one it is a view of); pass the array itself, or a copy")
-        return None
+        try:
+            return self.shadows.get(array)
+        except _SharedMemory:
+            raise KernelkitError(
+                f"program '{_name(self.program)}': a launch takes an array that shares "
+                f"memory with a differentiated array without being that array (a view "
+                f"of it, or one it is a view of); pass the array itself, or a copy") from None
 
     def add_shadow(self, array):
         shadow = kk.zeros(kk.get_backend(array), array.dtype, np.shape(array))
-        self.shadows.append((array, shadow))
+        self.shadows.add(array, shadow)
         return shadow
 
     # -- the launches -------------------------------------------------------------------
@@ -241,7 +278,7 @@ class Recording:
         nested = Recording.__new__(Recording)
         nested.mode, nested.program = Mode.REVERSE, step
         nested.launches, nested.readers, nested.checksums = [], [], {}
-        nested.shadows = list(self.shadows)     # the step's temporaries' shadows stay its own
+        nested.shadows = self.shadows.copy()   # the step's temporaries' shadows stay its own
         nested.active, nested.derivatives = self.active, self.derivatives
         nested.debug, nested.arguments, nested.pending = False, list(arguments), None
         WRITE_OBSERVERS.append(nested.host_write)
