@@ -9,17 +9,24 @@ result (or is not a number), or a thunk giving one of those, called only when th
 operand is active. Forward mode multiplies the operands' tangents by the
 partials and adds them; reverse mode multiplies the result's adjoint by each partial
 and adds it to the operand's adjoint. Adding the derivative of an operation is one
-entry here; an operation with no entry is an error naming it and its line."""
+entry here; an operation with no entry is an error naming it and its line.
+
+Subgroup operations, whose derivatives are exchanges between lanes rather than partials,
+have two tables of their own: `SUBGROUP_TANGENTS` and `SUBGROUP_TRANSPOSES`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Callable
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
 from kernelkit.ir.definitions import (ARITHMETIC, CAST, MATH, SELECT, SUBGROUP, UNARY,
                                       OpDefinition)
-from kernelkit.ir.ops import Value, constant_value, is_op
+from kernelkit.ir.ops import Op, Value, constant_value, is_op
+from kernelkit.ir.subgroups import SUBGROUP_SIZE
+
+from .positions import linear_local_item
 
 ONE = "one"
 MINUS_ONE = "minus_one"
@@ -266,15 +273,111 @@ def scaled(b: Builder, derivative: Value, partial: Value) -> Value:
 
 
 # -- subgroup operations ----------------------------------------------------------------------
-# An exchange between the lanes of a subgroup has no partials of its own: it is linear in
-# its value, so a tangent goes through the operation itself (the tangent of a shuffle is
-# the shuffle of the tangents from the same lanes), and an adjoint through the
-# operation's transpose. Every lane receives the sum r of the members' values v_k, so
-# dv_k is the sum over the lanes of dr: the transpose of a sum is a sum. (A shuffle's
-# transpose scatters each adjoint back to the lane it came from, where several may meet:
-# no subgroup operation does that, so a reverse shuffle is refused.)
-SUBGROUP_TANGENTS = frozenset({SUBGROUP["sum"], SUBGROUP["shuffle"]})
-SUBGROUP_TRANSPOSES: dict[OpDefinition, OpDefinition] = {SUBGROUP["sum"]: SUBGROUP["sum"]}
+# A subgroup operation exchanges values between the lanes (`kernelkit/ir/subgroups.py`), so
+# its derivative is an exchange too, built from subgroup operations at the same place (the
+# whole group reaches it, as it reaches the operation), and so the same on every target.
+# An entry is `rule(b, op, derivative, operands, result) -> Value`: from the builder `b`,
+# the primal operation `op` (its group's shape), the tangent of its value (forward) or the
+# adjoint of its result (reverse), its primal operands and `result()` (a thunk giving its
+# primal result), the tangent of the result (`SUBGROUP_TANGENTS`) or the adjoint the lane's
+# value receives (`SUBGROUP_TRANSPOSES`). A rule may leave `b` in a block of its own (a
+# loop it built); what follows is built there.
+SubgroupRule = Callable[[Builder, Op, Value, Sequence[Value], Callable[[], Value]], Value]
+SUBGROUP_TANGENTS: dict[OpDefinition, SubgroupRule] = {}
+SUBGROUP_TRANSPOSES: dict[OpDefinition, SubgroupRule] = {}
+
+
+def subgroup_tangent_of(*definitions: OpDefinition):
+    def register(rule: SubgroupRule) -> SubgroupRule:
+        for definition in definitions:
+            SUBGROUP_TANGENTS[definition] = rule
+        return rule
+    return register
+
+
+def subgroup_transpose_of(*definitions: OpDefinition):
+    def register(rule: SubgroupRule) -> SubgroupRule:
+        for definition in definitions:
+            SUBGROUP_TRANSPOSES[definition] = rule
+        return rule
+    return register
+
+
+def _exchange(b: Builder, op: Op, kind: str, operands: list[Value]) -> Value:
+    """The subgroup operation `kind` on `operands`, over the lanes of `op`'s group."""
+    definition = SUBGROUP[kind]
+    return b.op(definition, operands, definition.result([v.type for v in operands], {}),
+                {"group": op.attrs["group"]})
+
+
+def _lane(b: Builder, op: Op) -> Value:
+    """The work-item's lane (an int64), in `op`'s group."""
+    item = linear_local_item(b, tuple(op.attrs["group"]))
+    return b.binary("mod", item, b.constant(SUBGROUP_SIZE, T.int64))
+
+
+@subgroup_tangent_of(SUBGROUP["sum"], SUBGROUP["shuffle"])
+def _linear_tangent(b, op, tangent, operands, result):
+    # Linear in its value: the operation itself on the tangents, from the same lanes.
+    return _exchange(b, op, op.definition.member, [tangent, *operands[1:]])
+
+
+@subgroup_transpose_of(SUBGROUP["sum"])
+def _sum_transpose(b, op, adjoint, operands, result):
+    # Every lane receives the sum of the members' values: each value's adjoint is the
+    # sum of every lane's adjoint.
+    return _exchange(b, op, "sum", [adjoint])
+
+
+@subgroup_transpose_of(SUBGROUP["shuffle"])
+def _shuffle_transpose(b, op, adjoint, operands, result):
+    """Each lane's adjoint goes back to the lane it read, where several may meet: lane s
+    receives the adjoints of the member lanes t that read it (their source, or t itself
+    where the source is not a member), added in the order of t. For each lane t in turn
+    (a loop of 32 rounds, the same on every lane), every lane takes t's adjoint and which
+    lane t read, and adds the adjoint where that is itself."""
+    lane = _lane(b, op)
+    size = b.constant(SUBGROUP_SIZE, T.int64)
+    # Which lane each lane read, and its own lane, in one number: a lane t that is not a
+    # member gives the asking lane's own, whose lane is not t.
+    read = _exchange(b, op, "shuffle", [lane, operands[1]])
+    read_by = b.binary("add", b.binary("mul", read, size), lane)
+    rounds = b.new_block((T.int64, adjoint.type))
+    done = b.new_block((adjoint.type,))
+    b.br(rounds, [b.constant(0, T.int64), b.constant(0.0, adjoint.type)])
+    b.position_at_end(rounds)
+    reader, total = rounds.params
+    theirs = _exchange(b, op, "shuffle", [adjoint, reader])
+    reads_this_lane = b.compare("eq", _exchange(b, op, "shuffle", [read_by, reader]),
+                                b.binary("add", b.binary("mul", lane, size), reader))
+    total = b.select(reads_this_lane, b.binary("add", total, theirs), total)
+    following = b.binary("add", reader, b.constant(1, T.int64))
+    b.cbr(b.compare("lt", following, size), rounds, [following, total], done, [total])
+    b.position_at_end(done)
+    return done.params[0]
+
+
+def _result_lane(b: Builder, op: Op, value: Value, result: Value) -> Value:
+    """The lane a subgroup max or min took its result from: the lowest member lane whose
+    value equals it (ties: the first), or, where it is nan, the lowest holding a nan."""
+    nan = b.binary("and", b.compare("ne", result, result), b.compare("ne", value, value))
+    holds = b.binary("or", b.compare("eq", value, result), nan)
+    return _exchange(b, op, "min", [b.select(holds, _lane(b, op),
+                                             b.constant(SUBGROUP_SIZE, T.int64))])
+
+
+@subgroup_tangent_of(SUBGROUP["max"], SUBGROUP["min"])
+def _extremum_tangent(b, op, tangent, operands, result):
+    # The result is one lane's value: its tangent is that lane's.
+    return _exchange(b, op, "shuffle", [tangent, _result_lane(b, op, operands[0], result())])
+
+
+@subgroup_transpose_of(SUBGROUP["max"], SUBGROUP["min"])
+def _extremum_transpose(b, op, adjoint, operands, result):
+    # Every lane receives the one lane's value: that lane's adjoint is every lane's sum.
+    total = _exchange(b, op, "sum", [adjoint])
+    chosen = b.compare("eq", _lane(b, op), _result_lane(b, op, operands[0], result()))
+    return b.select(chosen, total, b.constant(0.0, adjoint.type))
 
 
 def times(b: Builder, derivative: Value, partial) -> Value | None:
