@@ -9,17 +9,24 @@ result (or is not a number), or a thunk giving one of those, called only when th
 operand is active. Forward mode multiplies the operands' tangents by the
 partials and adds them; reverse mode multiplies the result's adjoint by each partial
 and adds it to the operand's adjoint. Adding the derivative of an operation is one
-entry here; an operation with no entry is an error naming it and its line."""
+entry here; an operation with no entry is an error naming it and its line.
+
+Subgroup operations, whose derivatives are exchanges between lanes rather than partials,
+have two tables of their own: `SUBGROUP_TANGENTS` and `SUBGROUP_TRANSPOSES`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Callable
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ARITHMETIC, CAST, CONST, MATH, SELECT, SUBGROUP,
-                                      UNARY, OpDefinition)
-from kernelkit.ir.ops import Value, constant_value, is_op
+from kernelkit.ir.definitions import (ARITHMETIC, BARRIER_ANY, CAST, CONST, MATH, SELECT,
+                                      SUBGROUP, UNARY, OpDefinition)
+from kernelkit.ir.ops import Op, Value, constant_value, is_op
+from kernelkit.ir.subgroups import SUBGROUP_SIZE
+
+from .positions import linear_local_item
 
 ONE = "one"
 MINUS_ONE = "minus_one"
@@ -269,15 +276,170 @@ def scaled(b: Builder, derivative: Value, partial: Value) -> Value:
 
 
 # -- subgroup operations ----------------------------------------------------------------------
-# An exchange between the lanes of a subgroup has no partials of its own: it is linear in
-# its value, so a tangent goes through the operation itself (the tangent of a shuffle is
-# the shuffle of the tangents from the same lanes), and an adjoint through the
-# operation's transpose. Every lane receives the sum r of the members' values v_k, so
-# dv_k is the sum over the lanes of dr: the transpose of a sum is a sum. (A shuffle's
-# transpose scatters each adjoint back to the lane it came from, where several may meet:
-# no subgroup operation does that, so a reverse shuffle is refused.)
-SUBGROUP_TANGENTS = frozenset({SUBGROUP["sum"], SUBGROUP["shuffle"]})
-SUBGROUP_TRANSPOSES: dict[OpDefinition, OpDefinition] = {SUBGROUP["sum"]: SUBGROUP["sum"]}
+# A subgroup operation exchanges values between the lanes (`kernelkit/ir/subgroups.py`), so
+# its derivative is an exchange too, built from subgroup operations at the same place (the
+# whole group reaches it, as it reaches the operation), and so the same on every target.
+# An entry is `rule(b, op, derivative, operands, result) -> Value`: from the builder `b`,
+# the primal operation `op` (its group's shape), the tangent of its value (forward) or the
+# adjoint of its result (reverse), its primal operands and `result()` (a thunk giving its
+# primal result), the tangent of the result (`SUBGROUP_TANGENTS`) or the adjoint the lane's
+# value receives (`SUBGROUP_TRANSPOSES`). A rule may leave `b` in a block of its own (a
+# loop it built); what follows is built there.
+SubgroupRule = Callable[[Builder, Op, Value, Sequence[Value], Callable[[], Value]], Value]
+SUBGROUP_TANGENTS: dict[OpDefinition, SubgroupRule] = {}
+SUBGROUP_TRANSPOSES: dict[OpDefinition, SubgroupRule] = {}
+LANE_BITS = SUBGROUP_SIZE.bit_length() - 1      # a lane's number has 5 bits
+
+
+def subgroup_tangent_of(*definitions: OpDefinition):
+    def register(rule: SubgroupRule) -> SubgroupRule:
+        for definition in definitions:
+            SUBGROUP_TANGENTS[definition] = rule
+        return rule
+    return register
+
+
+def subgroup_transpose_of(*definitions: OpDefinition):
+    def register(rule: SubgroupRule) -> SubgroupRule:
+        for definition in definitions:
+            SUBGROUP_TRANSPOSES[definition] = rule
+        return rule
+    return register
+
+
+def _exchange(b: Builder, op: Op, kind: str, operands: list[Value]) -> Value:
+    """The subgroup operation `kind` on `operands`, over the lanes of `op`'s group."""
+    definition = SUBGROUP[kind]
+    return b.op(definition, operands, definition.result([v.type for v in operands], {}),
+                {"group": op.attrs["group"]})
+
+
+def _lane(b: Builder, op: Op) -> Value:
+    """The work-item's lane (an int64), in `op`'s group."""
+    item = linear_local_item(b, tuple(op.attrs["group"]))
+    return b.binary("mod", item, b.constant(SUBGROUP_SIZE, T.int64))
+
+
+def _lanes_where(b: Builder, op: Op, condition: Value) -> Value:
+    """The member lanes where `condition` holds, one bit each (bit k for lane k), as an
+    int64 the same on every lane."""
+    return b.cast(_exchange(b, op, "ballot", [condition]), T.int64)
+
+
+def _has_bit(b: Builder, bits: Value, position: Value) -> Value:
+    """Whether bit `position` of the int64 `bits` is set."""
+    bit = b.binary("and", b.binary("shr", bits, position), b.constant(1, T.int64))
+    return b.compare("ne", bit, b.constant(0, T.int64))
+
+
+def _lowest_bit(b: Builder, bits: Value) -> Value:
+    """The position of the lowest set bit of the int64 `bits` (below 2**32, not 0): a
+    binary search, halving the window each step."""
+    position = b.constant(0, T.int64)
+    width = SUBGROUP_SIZE // 2
+    while width:
+        window = b.binary("and", b.binary("shr", bits, position),
+                          b.constant((1 << width) - 1, T.int64))
+        empty = b.compare("eq", window, b.constant(0, T.int64))
+        position = b.binary("add", position, b.select(empty, b.constant(width, T.int64),
+                                                      b.constant(0, T.int64)))
+        width //= 2
+    return position
+
+
+def _loop(b: Builder, initial: list[Value], condition, body) -> list[Value]:
+    """`values = initial; while condition(*values): values = body(*values)`, built at
+    `b`, which is left after the loop; the values after it."""
+    types = tuple(v.type for v in initial)
+    header, rounds, done = b.new_block(types), b.new_block(types), b.new_block(types)
+    b.br(header, initial)
+    b.position_at_end(header)
+    b.cbr(condition(*header.params), rounds, list(header.params), done, list(header.params))
+    b.position_at_end(rounds)
+    b.br(header, body(*rounds.params))
+    b.position_at_end(done)
+    return list(done.params)
+
+
+@subgroup_tangent_of(SUBGROUP["sum"], SUBGROUP["shuffle"])
+def _linear_tangent(b, op, tangent, operands, result):
+    # Linear in its value: the operation itself on the tangents, from the same lanes.
+    return _exchange(b, op, op.definition.member, [tangent, *operands[1:]])
+
+
+@subgroup_transpose_of(SUBGROUP["sum"])
+def _sum_transpose(b, op, adjoint, operands, result):
+    # Every lane receives the sum of the members' values: each value's adjoint is the
+    # sum of every lane's adjoint.
+    return _exchange(b, op, "sum", [adjoint])
+
+
+@subgroup_transpose_of(SUBGROUP["shuffle"])
+def _shuffle_transpose(b, op, adjoint, operands, result):
+    """Each lane's adjoint goes back to the lane it read, where several may meet: lane s
+    receives the adjoints of the member lanes t that read it (their source, or t itself
+    where the source is not a member), added in the order of t.
+
+    Which lanes read lane s comes from six ballots: one per bit of the lane each lane
+    read, and one of the members. Then in rounds, each lane takes the adjoint of its
+    lowest reader not yet taken, until no lane of the group has one left: one round for
+    shuffle_xor, two for shuffle_down and up (a lane at the end is read by its neighbour
+    and by itself), 32 where all read one lane.
+    The ballots, as the rounds, are a loop: on a CPU each subgroup operation is long to
+    compile (two unrolled ballots per shuffle took a reverse kernel's build from 1.6 s
+    to 3.8 s)."""
+    lane = _lane(b, op)
+    # The lane each lane read: a source that is not a member gives the lane's own.
+    read = _exchange(b, op, "shuffle", [lane, operands[1]])
+
+    def add_bit(position, readers):
+        # Rounds 0..4 keep the lanes whose read lane agrees with this lane's in bit
+        # `position`; round 5 the members.
+        last = b.compare("eq", position, b.constant(LANE_BITS, T.int64))
+        with_bit = _lanes_where(b, op, b.select(last, b.constant(True, T.bool_),
+                                                _has_bit(b, read, position)))
+        agreeing = b.select(b.binary("or", last, _has_bit(b, lane, position)), with_bit,
+                            b.unary("invert", with_bit))
+        return [b.binary("add", position, b.constant(1, T.int64)),
+                b.binary("and", readers, agreeing)]
+    _, readers = _loop(b, [b.constant(0, T.int64), b.constant(-1, T.int64)],
+                       lambda position, readers: b.compare(
+                           "le", position, b.constant(LANE_BITS, T.int64)), add_bit)
+
+    def take_lowest(remaining, total):
+        left = b.compare("ne", remaining, b.constant(0, T.int64))
+        theirs = _exchange(b, op, "shuffle", [adjoint, b.select(
+            left, _lowest_bit(b, remaining), lane)])
+        total = b.select(left, b.binary("add", total, theirs), total)
+        return [b.binary("and", remaining, b.binary("sub", remaining, b.constant(1, T.int64))),
+                total]
+    _, total = _loop(b, [readers, b.constant(0.0, adjoint.type)],
+                     lambda remaining, total: b.op(BARRIER_ANY, [b.compare(
+                         "ne", remaining, b.constant(0, T.int64))], T.bool_), take_lowest)
+    return total
+
+
+def _result_lane(b: Builder, op: Op, value: Value, result: Value) -> Value:
+    """The lane a subgroup max or min took its result from: the lowest member lane whose
+    value equals it (ties: the first), or, where it is nan, the lowest holding a nan."""
+    nan = b.binary("and", b.compare("ne", result, result), b.compare("ne", value, value))
+    holds = b.binary("or", b.compare("eq", value, result), nan)
+    return _exchange(b, op, "min", [b.select(holds, _lane(b, op),
+                                             b.constant(SUBGROUP_SIZE, T.int64))])
+
+
+@subgroup_tangent_of(SUBGROUP["max"], SUBGROUP["min"])
+def _extremum_tangent(b, op, tangent, operands, result):
+    # The result is one lane's value: its tangent is that lane's.
+    return _exchange(b, op, "shuffle", [tangent, _result_lane(b, op, operands[0], result())])
+
+
+@subgroup_transpose_of(SUBGROUP["max"], SUBGROUP["min"])
+def _extremum_transpose(b, op, adjoint, operands, result):
+    # Every lane receives the one lane's value: that lane's adjoint is every lane's sum.
+    total = _exchange(b, op, "sum", [adjoint])
+    chosen = b.compare("eq", _lane(b, op), _result_lane(b, op, operands[0], result()))
+    return b.select(chosen, total, b.constant(0.0, adjoint.type))
 
 
 def times(b: Builder, derivative: Value, partial) -> Value | None:

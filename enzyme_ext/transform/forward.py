@@ -4,8 +4,10 @@ value, its tangent.
 Arithmetic follows the partials of `derivatives.PARTIALS`; a load from an active array
 also loads its shadow at the same indices, a store also stores the tangent, an
 `atomic_add` also adds the tangent into the shadow (its result may not be used: its
-derivative would depend on the order the work-items ran in). Loop-carried values carry
-their tangents as block parameters beside them. A call with a custom rule is its jvp."""
+derivative would depend on the order the work-items ran in). A subgroup operation's
+tangent is an exchange of the tangents (`derivatives.SUBGROUP_TANGENTS`). Loop-carried
+values carry their tangents as block parameters beside them. A call with a custom rule
+is its jvp."""
 from __future__ import annotations
 
 from kernelkit.ir import types as T
@@ -155,14 +157,15 @@ class Tangents:
         self.tangent[op] = total if total is not None else b.constant(0.0, op.type.strong)
 
     def subgroup_tangent(self, op: Op) -> None:
-        """The subgroup operation applied to the tangents (`SUBGROUP_TANGENTS`)."""
-        if op.definition not in SUBGROUP_TANGENTS:
+        """The tangent of a subgroup operation, an exchange of the tangents
+        (`SUBGROUP_TANGENTS`)."""
+        rule = SUBGROUP_TANGENTS.get(op.definition)
+        if rule is None:
             raise source_error(self.function, op, f"there is no derivative rule for "
                                f"'{op.opcode}' on values that carry derivatives",
                                "compute this value from Const arguments only")
         tangent = self.of(op.operands[0], op.type.strong)
-        self.tangent[op] = self.b.op(op.definition, [tangent, *op.operands[1:]], op.type,
-                                     dict(op.attrs))
+        self.tangent[op] = rule(self.b, op, tangent, op.operands, lambda: op)
 
     def custom_rule(self, op: Op) -> None:
         """A call with a custom rule: a plain call when nothing it gets carries a

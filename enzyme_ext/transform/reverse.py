@@ -28,7 +28,9 @@ reverse kernel replays the forward path backwards.
   array the kernel never writes, is summed over the group first, one atomic per group);
   a store reads the shadow and zeroes it; `atomic_add` reads it. Other atomics on
   differentiated floats are an error.
-- Barriers reverse to barriers, in the same place in the same uniform control flow."""
+- Barriers reverse to barriers, in the same place in the same uniform control flow;
+  a subgroup operation to its transpose (`derivatives.SUBGROUP_TRANSPOSES`), subgroup
+  operations in the same place."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -616,18 +618,18 @@ class Reverse:
                     self.accumulate(operand, contribution)
 
     def reverse_subgroup(self, op: Op) -> None:
-        """The operation's transpose applied to the adjoints (`SUBGROUP_TRANSPOSES`)."""
-        transpose = SUBGROUP_TRANSPOSES.get(op.definition)
-        if transpose is None:
+        """The adjoint through a subgroup operation's transpose, an exchange of the
+        adjoints (`SUBGROUP_TRANSPOSES`)."""
+        rule = SUBGROUP_TRANSPOSES.get(op.definition)
+        if rule is None:
             raise source_error(self.kernel, op, f"there is no reverse derivative rule for "
                                f"'{op.opcode}' on values that carry derivatives",
-                               "compute this value from Const arguments only, or exchange "
-                               "the values through kk.localmem and kk.synchronize()")
+                               "compute this value from Const arguments only")
         adjoint = self.take_adjoint(op)
         value = op.operands[0]
         if self.activity.needs_adjoint(value):
-            self.accumulate(value, self.b.op(transpose, [adjoint, *op.operands[1:]],
-                                             adjoint.type, dict(op.attrs)))
+            self.accumulate(value, rule(self.b, op, adjoint, PrimalOperands(self, op),
+                                        lambda: self.primal(op)))
 
     def reverse_custom(self, op: Op) -> None:
         """The custom rule's backward function on the residuals and the adjoint, one
