@@ -81,6 +81,7 @@ class PTXTarget(Target):
     arch: str
     name: str = "cuda"
     cubin: bool = True
+    subgroups_in_hardware = True    # warps (`warps.py`)
 
     def __post_init__(self):
         if self.arch not in _PTX_VERSION:

@@ -94,8 +94,9 @@ class ADPlugin(Plugin):
             derivative = tangent_kernel(kernel, activities, parameters, module)
         else:
             workgroupsize = tuple(attrs["workgroupsize"])
-            augmented, reverse, plan = reverse_kernels(kernel, activities, shadows,
-                                                       workgroupsize, module)
+            augmented, reverse, plan = reverse_kernels(
+                kernel, activities, shadows, workgroupsize, module,
+                subgroups_in_hardware=attrs.get("subgroups_in_hardware", False))
             names = list(kernel.arg_names)
             reverse_parameters = derivative_parameters(REVERSE, activities, names, types,
                                                        shadows)

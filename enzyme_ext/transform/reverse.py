@@ -63,8 +63,11 @@ from .stacks import FLOATS, INTEGERS, CountedHeader, Stacks, TapePlan
 
 
 def reverse_kernels(kernel: Function, activities: list[str], shadows: list, workgroupsize,
-                    module: Module) -> tuple[Function, Function, TapePlan]:
-    """(the augmented forward kernel, the reverse kernel, the tape plan)."""
+                    module: Module, subgroups_in_hardware: bool = False
+                    ) -> tuple[Function, Function, TapePlan]:
+    """(the augmented forward kernel, the reverse kernel, the tape plan); the group sums
+    of the reverse kernel built for a target with subgroups in hardware or not
+    (`group_sum.py`)."""
     activity = analyze(kernel, activities)
     refuse_jvp_in_reverse(kernel, activity.values.__contains__)
     if markers(kernel, VJP_MARKER):
@@ -73,7 +76,7 @@ def reverse_kernels(kernel: Function, activities: list[str], shadows: list, work
     names, types = list(kernel.arg_names), [p.type for p in kernel.params]
     reverse = Reverse(kernel, activity, derivative_parameters(REVERSE, activities, names,
                                                               types, shadows),
-                      tuple(workgroupsize), module)
+                      tuple(workgroupsize), module, subgroups_in_hardware)
     reverse.build()
     for call in reverse.calls:
         inline_call(reverse.function, call, module.functions[call.attrs["callee"]])
@@ -84,11 +87,12 @@ def reverse_kernels(kernel: Function, activities: list[str], shadows: list, work
 
 class Reverse:
     def __init__(self, kernel: Function, activity: ActivityAnalysis, parameters, workgroupsize,
-                 module: Module):
+                 module: Module, subgroups_in_hardware: bool = False):
         self.kernel = kernel
         self.module = module
         self.activity = activity
         self.workgroupsize = workgroupsize
+        self.subgroups_in_hardware = subgroups_in_hardware   # how groups sum (`GroupSum`)
         self.function = Function(f"{kernel.name}.{REVERSE}", [p.name for p in parameters],
                                  is_kernel=True, source_file=kernel.source_file)
         entry = self.function.add_block(Block(tuple(p.type for p in parameters)))
@@ -302,7 +306,8 @@ class Reverse:
                     dtype = shadow.type.dtype
                     b.op(ATOMICS["add"], [shadow, *(self.primal(v) for v in indices),
                                           b.cast(total, dtype)], dtype)
-            GroupSum(b, self.workgroupsize).add_up(adjoints, add_up)
+            GroupSum(b, self.workgroupsize, self.subgroups_in_hardware).add_up(adjoints,
+                                                                               add_up)
         b.ret()
         b.position_at_end(self.prologue)
         b.br(start)

@@ -45,6 +45,11 @@ class Target:
 
     name: str = "abstract"
 
+    subgroups_in_hardware = False
+    """Whether a subgroup's work-items run together and exchange values in registers (a
+    GPU's warp), so that a subgroup operation costs a few instructions; where not (the
+    CPU: `subgroups-in-local-memory`), each costs the group a barrier."""
+
     def machine(self, opt_level: int = 3) -> llvm.TargetMachine:
         """The LLVM target machine that generates code at `opt_level` (0 to 3; higher
         levels are 3)."""

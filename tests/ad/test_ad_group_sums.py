@@ -2,9 +2,10 @@
 (`w[0]`, `w[k]` for an argument k, `w[group]`) over the group first, and adds the sum to
 the shadow once per group, instead of one atomic per work-item on one address."""
 import numpy as np
+import pytest
 
 import kernelkit as kk
-from enzyme_ext import Duplicated, Reverse, autodiff
+from enzyme_ext import Active, Duplicated, Reverse, autodiff
 
 GROUP = 64
 
@@ -69,3 +70,60 @@ def test_an_array_the_kernel_writes_keeps_its_updates_in_order(backend):
     # w[1]'s final adjoint 0.5 flows into y[0] (times 3), then into w[0] with the rest.
     expected = 2.0 * w0[0] * (np.sum(dy) + 3.0 * 0.5)
     np.testing.assert_allclose(kk.to_numpy(dw), [expected, 0.0], rtol=1e-12)
+
+
+@kk.kernel
+def scaled_squares(y, a, x: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    y[i, j] = a * x[i, j] * x[i, j]
+
+
+def _active_derivative(backend, shape, workgroupsize, x, dy):
+    y = kk.zeros(backend, np.float64, shape)
+    _, da, _ = autodiff(Reverse, scaled_squares(backend, workgroupsize),
+                        Duplicated(y, kk.to_backend(backend, dy.copy())), Active(0.5),
+                        kk.to_backend(backend, x), ndrange=shape)
+    return da
+
+
+@pytest.mark.parametrize("shape, workgroupsize", [
+    ((64, 40), (16, 16)), ((37, 53), (16, 16)), ((9, 100), (2, 48)), ((30, 7), (5, 7)),
+    ((3, 300), (1, 256))],
+    ids=["whole groups", "partial groups", "runs across subgroups", "tiny groups",
+         "one row"])
+def test_a_group_sum_has_the_same_bits_by_shuffles_as_by_one_work_item(
+        shape, workgroupsize, monkeypatch):
+    """A GPU sums a group's shares by subgroups (`subgroup.sum`, then the subgroups' sums
+    in order), the CPU by one work-item; the order is the same, and so are the bits. The
+    subgroup form runs here on the CPU (its subgroup operations in local memory), for
+    groups cut short by the ndrange in the middle of a subgroup, and groups whose size is
+    not a multiple of 32."""
+    from backends.cpu.target import CPUTarget
+    backend = kk.CPU()
+    rng = np.random.default_rng(7)
+    # Values spread over many magnitudes: a different order of the additions would give
+    # different bits.
+    x = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 8, shape)
+    dy = rng.standard_normal(shape)
+    by_one_item = _active_derivative(backend, shape, workgroupsize, x, dy)
+    monkeypatch.setattr(CPUTarget, "subgroups_in_hardware", True, raising=False)
+    by_subgroups = _active_derivative(kk.CPU(), shape, workgroupsize, x, dy)
+    assert by_subgroups == by_one_item      # bit for bit (floats compare exactly)
+    assert by_one_item == pytest.approx(np.sum(dy * x * x), rel=1e-12)
+
+
+def test_a_group_sum_adds_each_subgroup_along_its_tree_then_the_subgroups_in_order():
+    """One group of 64 work-items: the first subgroup's shares are 2**60 and -2**60 in
+    lanes 0 and 1 and 1.0 in lane 2; the second subgroup's a 1.0. Along the tree, lanes
+    0 and 1 cancel before lane 2's 1.0 is added: 1.0, then 1.0 + 1.0 = 2.0; adding the
+    64 shares one after another (or in eight interleaved sums) would lose lane 2's 1.0
+    to 2**60 first."""
+    backend = kk.CPU()
+    shape = (1, 64)
+    x = np.zeros(shape)
+    x[0, :3] = (2.0 ** 30, 2.0 ** 30, 1.0)
+    x[0, 32] = 1.0
+    dy = np.zeros(shape)
+    dy[0, :3] = (1.0, -1.0, 1.0)
+    dy[0, 32] = 1.0
+    assert _active_derivative(backend, shape, (1, 64), x, dy) == 2.0
