@@ -502,23 +502,28 @@ class Rule:
         compiled = _compile(job, kernel.name)
         if mode in (COMBINED, AUGMENTED) and logger.isEnabledFor(logging.INFO):
             self.log_tape(mode, compiled.notes[ADPlugin.name], unwrapped.values)
-        parameters = derivative_parameters(mode, activities, names, types, shadow_types)
+        layout = compiled.notes.get(ADPlugin.name)
+        parameters = derivative_parameters(mode, activities, names, types, shadow_types,
+                                           getattr(layout, "float_type", T.float64))
         assert compiled.parameter_types == tuple(p.type for p in parameters)
         prepared = backend.prepare(compiled, compiled.parameter_types, len(ndrange))
         return prepared, parameters, compiled
 
     def log_tape(self, mode: str, layout, values) -> None:
+        width = layout.float_type.bits // 8
         if mode == COMBINED:    # in private memory: registers, where the slots are few
             floats, integers = layout.constant_slots()
-            how, size = "in one kernel, with a private tape of", 8 * (floats + integers)
+            how, size = "in one kernel, with a private tape of", width * floats + 8 * integers
         else:                   # in global memory, with the counts
             floats, integers = layout.slots(values, self.max_iterations or
                                             DEFAULT_MAX_ITERATIONS)
             counts = 2 if layout.terms else 0   # the tape's counts, where it pushes
-            how, size = "in two kernels, with a tape of", 8 * (floats + integers + counts)
+            how, size = "in two kernels, with a tape of", \
+                width * floats + 8 * (integers + counts)
         unknown = layout.unknown_loops() if mode != COMBINED else []
-        logger.info("kernel '%s': reverse mode %s %d float and %d integer slots, %d bytes "
-                    "per work-item%s", self.kernel.name, how, floats, integers, size,
+        logger.info("kernel '%s': reverse mode %s %d float (%s) and %d integer slots, %d bytes "
+                    "per work-item%s", self.kernel.name, how, floats, layout.float_type.name,
+                    integers, size,
                     f" (loops at lines {', '.join(str(loop.line) for loop in unknown)} "
                     f"counted at launch)" if unknown else "")
 
@@ -597,11 +602,11 @@ class Rule:
         items = math.prod(plan.ndrange)
         if self.max_iterations is None and layout.unknown_loops() and items:
             slots = self.measure_slots(prepared, parameters, compiled.notes[WRITTEN], values,
-                                       items, geometry)
+                                       items, geometry, layout.float_type)
         else:
             slots = layout.slots(values, self.max_iterations or DEFAULT_MAX_ITERATIONS)
         tape = Tape.for_launch(self.backend, slots, items, geometry, self.kernel.name,
-                               counted=bool(layout.terms))
+                               counted=bool(layout.terms), float_type=layout.float_type)
         tape.owner = (self, compiled.job)
         tape.reads = frozenset(unwrapped.owners[index]
                                for index in plan.kernels[REVERSE][2].notes[REVERSE_READS])
@@ -611,8 +616,8 @@ class Rule:
             self.check_capacity(tape, layout, slots)
         return tape
 
-    def measure_slots(self, prepared, parameters, written, values, items, geometry
-                      ) -> tuple[int, int]:
+    def measure_slots(self, prepared, parameters, written, values, items, geometry,
+                      float_type: T.ScalarType) -> tuple[int, int]:
         """The slots a launch needs when its loops' trip counts depend on data: the
         augmented kernel run once on copies of the arrays it writes, with a tape of one
         slot that it overwrites, counting (`max_iterations=None`, the default)."""
@@ -622,7 +627,8 @@ class Rule:
             original = values[index]
             copies[index] = backend.allocate(original.dtype, np.shape(original))
             backend.copyto(copies[index], original)
-        scratch = Tape.for_launch(backend, (1, 1), items, geometry, self.kernel.name)
+        scratch = Tape.for_launch(backend, (1, 1), items, geometry, self.kernel.name,
+                                  float_type=float_type)
         arguments = [copies.get(p.index, values[p.index]) if p.role == "primal"
                      else scratch.arrays[p.field] for p in parameters]
         backend.launch(prepared, tuple(arguments), *geometry)
@@ -681,7 +687,8 @@ class Rule:
                 continue
             if tape is None and any(p.role == "tape" for p in launched[1]):
                 tape = Tape.for_launch(self.backend, (0, 0), 0, (ndrange, workgroupsize),
-                                       self.kernel.name)
+                                       self.kernel.name, float_type=kernel[2].notes[
+                                           ADPlugin.name].float_type)
             self.launch(launched, tuple(values[p.index] if p.role == "primal" else
                                         shadows[p.index] if p.role == "shadow" else
                                         partials[p.index] if p.role == "partials" else

@@ -10,7 +10,8 @@ kernels it makes, and what the launch rules pass them. One list, so the two agre
 - combined (the primal and its reverse in one kernel, where nothing needs taping): the
   reverse kernel's, without the tape.
 
-The tape is three 2-D arrays indexed [slot, work-item]: floats (float64), integers
+The tape is three 2-D arrays indexed [slot, work-item]: floats (float32 where every
+float the kernel tapes has at most 32 bits, else float64: `tape_float_type`), integers
 (int64) and counts (how many slots of each a work-item used), so that consecutive
 work-items touch consecutive addresses."""
 from __future__ import annotations
@@ -28,7 +29,21 @@ MODES = (FORWARD, AUGMENTED, REVERSE, GATHER, COMBINED)
 
 TAPE_FIELDS: tuple[tuple[str, T.ScalarType], ...] = (
     ("tape_floats", T.float64), ("tape_integers", T.int64), ("tape_counts", T.int64))
-TAPE_TYPES = {name: T.ArrayType(dtype, 2, "C") for name, dtype in TAPE_FIELDS}
+"""The tape's fields and their types, the floats' at their widest (`tape_fields`)."""
+
+
+def tape_fields(float_type: T.ScalarType = T.float64) -> tuple[tuple[str, T.ScalarType], ...]:
+    """The tape's fields, its floats of `float_type`."""
+    (floats, _), *rest = TAPE_FIELDS
+    return ((floats, float_type), *rest)
+
+
+def tape_float_type(types) -> T.ScalarType:
+    """The type of a tape's float slots for floats of `types`: float32 where none has
+    more than 32 bits (float16 and float32 are exact in it), else float64."""
+    types = list(types)
+    return T.float32 if types and all(t.bits <= 32 for t in types) else T.float64
+
 PARTIALS_TYPE = T.ArrayType(T.float64, 1, "C")
 
 
@@ -49,8 +64,10 @@ def shadow_type(primal: T.IRType) -> T.IRType:
 
 
 def derivative_parameters(mode: str, activities: list[str], names: list[str],
-                          types: list[T.IRType], shadow_types: list[T.IRType | None]
-                          ) -> list[Parameter]:
+                          types: list[T.IRType], shadow_types: list[T.IRType | None],
+                          tape_floats: T.ScalarType = T.float64) -> list[Parameter]:
+    """The parameters of the `mode` kernel (see the module), its tape's float slots of
+    type `tape_floats`."""
     if mode == GATHER:      # launched with the reverse kernel's arguments
         mode = REVERSE
     if mode == COMBINED:
@@ -67,6 +84,6 @@ def derivative_parameters(mode: str, activities: list[str], names: list[str],
         elif mode == REVERSE and is_active(activity):
             parameters.append(Parameter(f"d_{name}", PARTIALS_TYPE, "partials", index))
     if mode in (AUGMENTED, REVERSE):
-        parameters.extend(Parameter(field, TAPE_TYPES[field], "tape", field=field)
-                          for field, _ in TAPE_FIELDS)
+        parameters.extend(Parameter(field, T.ArrayType(dtype, 2, "C"), "tape", field=field)
+                          for field, dtype in tape_fields(tape_floats))
     return parameters

@@ -17,9 +17,10 @@ import numpy as np
 from kernelkit.compiler.driver import target_neutral_module
 from kernelkit.compiler.job import CompilerJob
 from kernelkit.errors import KernelkitError
+from kernelkit.ir import types as T
 
 from .activities import Mode, activity_class
-from .signature import AUGMENTED, TAPE_FIELDS
+from .signature import AUGMENTED, tape_fields
 
 DEFAULT_MAX_ITERATIONS = 1024
 """The trip count `tape_type` assumes for a loop whose trip count the arguments do not
@@ -40,21 +41,22 @@ def tape_layout(derivative: CompilerJob):
 def tape_type(job: CompilerJob, mode, activities, *, arguments=None,
               max_iterations: int = DEFAULT_MAX_ITERATIONS) -> np.dtype:
     """The per-work-item tape record of reverse mode for the parent `job` (from
-    `compiler_job_from_backend`) and one activity class per kernel argument. With
-    `arguments` (the launch's, unwrapped), loops bounded by them are counted exactly."""
+    `compiler_job_from_backend`) and one activity class per kernel argument (its
+    `itemsize`: the tape's bytes per work-item). With `arguments` (the launch's,
+    unwrapped), loops bounded by them are counted exactly."""
     from .jobs import derivative_job
     if mode not in (Mode.REVERSE, Mode.REVERSE_SPLIT):
         raise KernelkitError(f"only reverse mode has a tape, not {mode!r}")
     names = tuple(activity_class(a).name for a in activities)
     layout = tape_layout(derivative_job(job, AUGMENTED, names, (None,) * len(names)))
     floats, integers = layout.slots(arguments, max_iterations)
-    return record_type(floats, integers)
+    return record_type(floats, integers, layout.float_type)
 
 
 @functools.lru_cache(maxsize=64)
-def record_type(floats: int, integers: int) -> np.dtype:
+def record_type(floats: int, integers: int, float_type: T.ScalarType = T.float64) -> np.dtype:
     (float_field, float_type), (integer_field, integer_type), (count_field, count_type) = \
-        TAPE_FIELDS
+        tape_fields(float_type)
     return np.dtype([(float_field, float_type.numpy_dtype, (floats,)),
                      (integer_field, integer_type.numpy_dtype, (integers,)),
                      (count_field, count_type.numpy_dtype, (2,))])
@@ -99,14 +101,16 @@ class Tape:
 
     @classmethod
     def for_launch(cls, backend, slots: tuple[int, int], items: int, geometry,
-                   kernel: str, counted: bool = False) -> Tape:
-        """The tape of a launch of `items` work-items that may each use `slots` (floats,
-        integers), with the counts where the kernel keeps them (`counted`); a tape too
-        large to allocate is an error that says how large."""
+                   kernel: str, counted: bool = False,
+                   float_type: T.ScalarType = T.float64) -> Tape:
+        """The tape of a launch of `items` work-items that may each use `slots` (floats
+        of `float_type`, integers), with the counts where the kernel keeps them
+        (`counted`); a tape too large to allocate is an error that says how large."""
         try:
-            record = record_type(*slots)
+            record = record_type(*slots, float_type)
         except ValueError as error:    # NumPy's records stop at 2 GiB
-            raise too_large(kernel, 8 * (sum(slots) + 2), items, error) from error
+            raise too_large(kernel, float_type.bits // 8 * slots[0] + 8 * (slots[1] + 2),
+                            items, error) from error
         return cls(backend, record, items, geometry, kernel, counted)
 
     @property

@@ -21,18 +21,18 @@ from kernelkit.ir.definitions import CALL, LOAD, PRIVATE, STORE
 from kernelkit.ir.function import Block, Function
 from kernelkit.passes.inline import inline_call
 
-from ..signature import COMBINED, TAPE_FIELDS, Parameter
+from ..signature import COMBINED, Parameter, tape_fields
 
 MAX_PRIVATE_SLOTS = 64
 """The most float or integer slots a combined kernel's private tape may have."""
 
 
 def combined_kernel(kernel: Function, augmented: Function, reverse: Function,
-                    slots: tuple[int, int], parts: list[list[Parameter]],
-                    parameters: list[Parameter]) -> Function:
+                    slots: tuple[int, int], float_type: T.ScalarType,
+                    parts: list[list[Parameter]], parameters: list[Parameter]) -> Function:
     """The kernel that runs `augmented` and then `reverse` (with `parts`: their
     parameters) in each work-item, with `parameters` (the reverse kernel's, without the
-    tape) and a private tape of `slots` (floats, integers)."""
+    tape) and a private tape of `slots` (floats of `float_type`, integers)."""
     combined = Function(f"{kernel.name}.{COMBINED}", [p.name for p in parameters],
                         is_kernel=True, source_file=kernel.source_file)
     entry = combined.add_block(Block(tuple(p.type for p in parameters)))
@@ -43,7 +43,7 @@ def combined_kernel(kernel: Function, augmented: Function, reverse: Function,
     b.position_at_end(entry)
     b.loc = kernel.entry.ops[0].loc if kernel.entry.ops else None
     tape = {}
-    for (field, dtype), count in zip(TAPE_FIELDS, (*slots, 2)):
+    for (field, dtype), count in zip(tape_fields(float_type), (*slots, 2)):
         tape[field] = b.op(PRIVATE, [], T.ArrayType(dtype, 2, "C", space="private",
                                                     shape=(max(count, 1), 1)))
     calls = [b.op(CALL, [tape[p.field] if p.role == "tape" else own[(p.role, p.index)]

@@ -34,6 +34,7 @@ from .forward import tangent_kernel
 from .gather import gather_kernel, gathered_updates, leave_out
 from .reverse import reverse_kernels
 from .sizing import tape_layout
+from .stacks import narrow_float_tape
 
 MARKER = "enzyme.derivative"
 WRITTEN = "enzyme.written"
@@ -98,13 +99,18 @@ class ADPlugin(Plugin):
                 kernel, activities, shadows, workgroupsize, module,
                 subgroups_in_hardware=attrs.get("subgroups_in_hardware", False))
             names = list(kernel.arg_names)
+            # The tape's floats as narrow as what it holds allows (float32 for float32).
+            floats = plan.float_type
+            for function in (augmented, reverse):
+                narrow_float_tape(function, floats)
             reverse_parameters = derivative_parameters(REVERSE, activities, names, types,
-                                                       shadows)
+                                                       shadows, floats)
             gather = gathered(module, reverse, reverse_parameters, workgroupsize)
             module.notes[REVERSE_READS] = reverse_reads(
                 [function for function in (reverse, gather) if function is not None],
                 reverse_parameters)
-            layout = replace(tape_layout(kernel, plan), gather=gather is not None)
+            layout = replace(tape_layout(kernel, plan), gather=gather is not None,
+                             float_type=floats)
             module.notes[self.name] = layout
             if mode == COMBINED:
                 if not layout.combined:
@@ -113,8 +119,9 @@ class ADPlugin(Plugin):
                                        "combined kernel only where the tape layout says it "
                                        "has one")
                 derivative = combined_kernel(
-                    kernel, augmented, reverse, layout.constant_slots(),
-                    [derivative_parameters(AUGMENTED, activities, names, types, shadows),
+                    kernel, augmented, reverse, layout.constant_slots(), floats,
+                    [derivative_parameters(AUGMENTED, activities, names, types, shadows,
+                                           floats),
                      reverse_parameters],
                     derivative_parameters(COMBINED, activities, names, types, shadows))
             else:

@@ -53,6 +53,7 @@ class TapeLayout:
     terms: tuple
     loops: tuple
     gather: bool = False    # a gather kernel runs before the reverse kernel (gather.py)
+    float_type: T.ScalarType = T.float64    # of the tape's float slots (`stacks.py`)
 
     def constant_slots(self) -> tuple[int, int] | None:
         """(float slots, integer slots) where no block that pushes runs in a loop (the

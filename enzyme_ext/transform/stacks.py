@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import DIM, LOAD, PRIVATE, STORE
-from kernelkit.ir.function import Block
-from kernelkit.ir.ops import Value
+from kernelkit.ir.definitions import CAST, DIM, LOAD, PRIVATE, STORE
+from kernelkit.ir.function import Block, Function
+from kernelkit.ir.ops import Value, is_op
+from kernelkit.ir.rewriter import Rewriter
+
+from ..signature import tape_float_type
 
 FLOATS, INTEGERS = 0, 1   # the two stacks of the tape
 
@@ -45,6 +48,12 @@ class TapePlan:
     def uses_tape(self) -> bool:
         return bool(self.edge_numbers) or len(self.exits) > 1 or bool(self.counters) or \
             any(self.pushes.values())
+
+    @property
+    def float_type(self) -> T.ScalarType:
+        """The type of the tape's float slots (`signature.tape_float_type`)."""
+        return tape_float_type(v.type for values in self.pushes.values() for v in values
+                               if v.type.is_float)
 
     def slots(self, block: Block) -> tuple[int, int]:
         """(float slots, integer slots) one run of `block` pushes."""
@@ -98,3 +107,24 @@ class Stacks:
     def counts(self) -> tuple[Value, Value]:
         b = self.b
         return tuple(b.op(LOAD, [self.cell, self.index(s)], T.int64) for s in (FLOATS, INTEGERS))
+
+
+def narrow_float_tape(function: Function, float_type: T.ScalarType) -> None:
+    """`function`'s float tape (built as float64) made of `float_type`, which holds every
+    float it pushes or pops exactly: its stores convert the pushed value to it, its loads
+    give it (and the conversions after them, to the popped value's type, remain)."""
+    tape = function.params[function.arg_names.index("tape_floats")]
+    if tape.type.dtype == float_type:
+        return
+    tape.type = T.ArrayType(float_type, 2, "C")
+    rewriter = Rewriter(function)
+    for op in list(function.ops()):
+        if not op.operands or op.operands[0] is not tape:
+            continue
+        if op.definition is STORE:
+            value = op.operands[-1]
+            pushed = value.operands[0] if is_op(value, CAST) else value
+            rewriter.position_before(op)
+            op.operands[-1] = rewriter.cast(pushed, float_type)
+        elif op.definition is LOAD:
+            op.type = float_type

@@ -100,6 +100,54 @@ def test_the_tape_record_is_known_from_the_parent_job_before_any_launch():
     assert bigger["tape_floats"].shape[0] > exact["tape_floats"].shape[0]
 
 
+@kk.kernel
+def product_loop(y, x, w, n):
+    """Tapes the loop-carried product each trip: float32 where x is float32; and, where
+    w is float64, w's partial sums too."""
+    i = kk.index(kk.Global)
+    p = x[i] / x[i]
+    s = w[i] * 0.0
+    for _ in range(n):
+        p *= x[i]
+        s = s * s + w[i]
+    y[i] = p + s
+
+
+@pytest.mark.parametrize("w_dtype, float_type", [(np.float32, np.float32),
+                                                 (np.float64, np.float64)],
+                         ids=["float32 only", "float64 too"])
+def test_the_tape_keeps_float32_values_as_float32(backend, w_dtype, float_type):
+    """The float slots are float32 where every value taped is float32 (half the bytes
+    of float64, exactly the same values), float64 where any is float64; the gradient
+    through the two kernels is the same either way."""
+    n, trips = 96, 4
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0.5, 1.5, n).astype(np.float32)
+    w = rng.uniform(-0.5, 0.5, n).astype(w_dtype)
+    job = compiler_job_from_backend(backend, product_loop(backend, 32),
+                                    (np.zeros(n, np.float32), x, w, trips))
+    record = tape_type(job, ReverseSplit, (Duplicated, Duplicated, Duplicated, Const),
+                       arguments=(np.zeros(n, np.float32), x, w, trips))
+    assert record["tape_floats"].base == float_type
+    assert record["tape_floats"].shape[0] >= trips
+    forward, reverse = autodiff_thunk(ReverseSplit, product_loop(backend, 32), Duplicated,
+                                      Duplicated, Duplicated, Const)
+    arrays = [kk.to_backend(backend, a) for a in (np.zeros(n, np.float32), x, w)]
+    shadows = [kk.to_backend(backend, np.ones(n, np.float32)),
+               kk.zeros(backend, np.float32, n), kk.zeros(backend, w_dtype, n)]
+    arguments = (*(Duplicated(a, s) for a, s in zip(arrays, shadows)), trips)
+    try:
+        tape = forward(*arguments, ndrange=n)
+        assert tape.arrays["tape_floats"].dtype == float_type
+        reverse(*arguments, tape=tape, ndrange=n)
+    except Exception as error:
+        if type(error).__name__ == "CompileOnlyError":
+            pytest.skip(str(error))
+        raise
+    expected = trips * x.astype(np.float64) ** (trips - 1)
+    np.testing.assert_allclose(kk.to_numpy(shadows[1]), expected, rtol=2e-6)
+
+
 def test_reverse_is_built_from_the_two_halves_of_reverse_split():
     backend = kk.CPU()
     n = 64
