@@ -13,8 +13,8 @@ inexact math functions never decide a branch or an integer.
 
 A share of the seeds (`SUBGROUP_SHARE`, drawn apart from the rest, so that the others'
 kernels stay as they were) write subgroup operations (`kk.shuffle`, `kk.subgroup_sum`
-...) and `kk.subgroup_index()`, with work-groups of 8 to 128 items that are more often
-than not a partial number of subgroups, cut short by the ndrange's end.
+...) and `kk.subgroup_index()`, with work-groups of 5 to 198 items, more often than not
+a partial number of subgroups, and ndranges that cut the last group short.
 
 Nodes carry what the shrinker must know: `_kk_type` (the scalar type), `_kk_pinned`
 (a statement a valid kernel cannot lose: a while loop's step, without which it would
