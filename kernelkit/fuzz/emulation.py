@@ -1,8 +1,9 @@
 """What the reference's copy of a kernel calls instead of kernelkit's language: `kk`
 and `math` as plain Python on NumPy scalars, for one work-item at a time.
 
-`KernelLanguage` answers `kk.index`, `kk.groupsize`, `kk.ndrange` for the work-item the
-scheduler (`reference`) has made current, gives each work-group its own local memory,
+`KernelLanguage` answers `kk.index`, `kk.groupsize`, `kk.ndrange`, `kk.subgroup_index`
+for the work-item the scheduler (`reference`) has made current, hands the scheduler
+what a subgroup operation needs (`subgroups`), gives each work-group its own local memory,
 and checks the rules of a race-free kernel as it goes: local and private memory read
 before it is written, or an element one work-item writes and another reads or writes
 between two barriers, raise `InvalidKernel` (the generator or shrinker produced a
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..lang import math as _kk_math
 from ..lang.intrinsics import Cartesian, Const, Global, Group, Linear, Local, NTuple
+from .subgroups import SUBGROUP_SIZE, SubgroupCall
 
 
 class InvalidKernel(Exception):
@@ -23,7 +25,7 @@ class InvalidKernel(Exception):
     read): its result cannot be compared."""
 
 
-def _linear(indices, extents) -> np.int64:
+def linear_index(indices, extents) -> np.int64:
     result = 0
     for index, extent in zip(indices, extents):
         result = result * extent + index
@@ -130,7 +132,7 @@ class KernelLanguage:
         else:
             indices, extents = self.group_index, self.group_counts
         if style is Linear:
-            return _linear(indices, extents)
+            return linear_index(indices, extents)
         return tuple(np.int64(i) for i in indices)
 
     def groupsize(self):
@@ -151,6 +153,17 @@ class KernelLanguage:
     @staticmethod
     def any_of(condition, site):
         return AnyOf(condition, site)
+
+    @staticmethod
+    def subgroup_size():
+        return np.int64(SUBGROUP_SIZE)
+
+    def subgroup_index(self):
+        return linear_index(self.local_index, self.group_sizes) % np.int64(SUBGROUP_SIZE)
+
+    @staticmethod
+    def subgroup_call(operation, site, *operands):
+        return SubgroupCall(operation, site, operands)
 
     def print(self, *args, **kwargs):
         pass

@@ -7,8 +7,14 @@ integer divisors are made non-zero, shift counts stay below the width, float -> 
 casts are guarded against nan, inf and out-of-range values, array indices are reduced
 into range, Python ints mixed with a NumPy integer fit in it, each work-item writes
 only its own output elements, local memory is written at the item's own slot and read
-after a barrier, and barriers sit only under conditions every item of a group agrees
-on. Values from inexact math functions never decide a branch or an integer.
+after a barrier, and barriers and subgroup operations sit only under conditions every
+item of a group agrees on (never after a `return` some items may take). Values from
+inexact math functions never decide a branch or an integer.
+
+A share of the seeds (`SUBGROUP_SHARE`, drawn apart from the rest, so that the others'
+kernels stay as they were) write subgroup operations (`kk.shuffle`, `kk.subgroup_sum`
+...) and `kk.subgroup_index()`, with work-groups of 5 to 198 items, more often than not
+a partial number of subgroups, and ndranges that cut the last group short.
 
 Nodes carry what the shrinker must know: `_kk_type` (the scalar type), `_kk_pinned`
 (a statement a valid kernel cannot lose: a while loop's step, without which it would
@@ -25,6 +31,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import scalars as S
+from .subgroups import FUNCTIONS as SUBGROUP_FUNCTIONS
+from .subgroups import REDUCTIONS as SUBGROUP_REDUCTIONS
+from .subgroups import SHUFFLES, VOTES
+
+SUBGROUP_SHARE = 0.35
+"""The share of seeds whose kernels have subgroup operations."""
 
 # -- the case ----------------------------------------------------------------------------
 
@@ -179,9 +191,11 @@ def random_array(rng, dtype: str, shape, specials: bool):
 
 class _ToReference(ast.NodeTransformer):
     """Barriers become `yield` (the reference runs a work-group's items as generators),
-    `kk.synchronize_any(c)` becomes `(yield kk.any_of(c))`, each local-memory
-    allocation is named by its place, so a group's items share it, and vectors, the
-    scalar functions and random draws are kernelkit's host versions (NumPy)."""
+    `kk.synchronize_any(c)` becomes `(yield kk.any_of(c))`, a subgroup operation such
+    as `kk.shuffle_down(v, d)` becomes `(yield kk.subgroup_call('shuffle_down', site, v,
+    d))`, each local-memory allocation is named by its place, so a group's items share
+    it, and vectors, the scalar functions and random draws are kernelkit's host versions
+    (NumPy)."""
 
     def visit_Expr(self, node):
         self.generic_visit(node)
@@ -196,6 +210,11 @@ class _ToReference(ast.NodeTransformer):
                                       node.args + [ast.Constant(_site(node))], []))
         if _is_kk_call(node, "localmem"):
             return ast.Call(node.func, node.args + [ast.Constant(_site(node))], [])
+        for operation, function in SUBGROUP_FUNCTIONS.items():
+            if _is_kk_call(node, function):
+                return ast.Yield(ast.Call(_attribute("kk", "subgroup_call"),
+                                          [ast.Constant(operation), ast.Constant(_site(node)),
+                                           *node.args], []))
         if any(_is_kk_call(node, name) for name in ("vec2", "vec3", "vec4")):
             node.func = _attribute("kk_vectors", node.func.attr)
         if any(_is_kk_call(node, name) for name in SCALAR_FUNCTIONS):
@@ -358,8 +377,8 @@ class Var:
 
 @dataclass
 class Loop:
-    has_barriers: bool
-    uniform: bool
+    collective: bool     # every item of a group runs the same iterations: barriers and
+    uniform: bool        # subgroup operations may be in it
 
 
 @dataclass
@@ -377,6 +396,8 @@ class Context:
         self.uniform_control = True
         self.loops: list[Loop] = []
         self.barriers_left = 0
+        self.subgroups_left = 0      # subgroup operations still to write
+        self.subgroup_results: set[str] = set()
         self.arrays: dict[str, ArraySpec] = {}
         self.localmem: list[tuple[str, str]] = []     # (name, dtype)
         self.function: Function | None = None
@@ -394,20 +415,29 @@ class Context:
 
     def barriers_allowed(self) -> bool:
         return (self.kernel and self.uniform_control and self.barriers_left > 0
-                and all(loop.has_barriers for loop in self.loops))
+                and all(loop.collective for loop in self.loops))
+
+    def subgroups_allowed(self) -> bool:
+        return (self.kernel and self.uniform_control and self.subgroups_left > 0
+                and all(loop.collective for loop in self.loops))
+
+    def collectives_allowed(self) -> bool:
+        """Whether a barrier or a subgroup operation is still to come and may go here
+        (what decides that a branch or a loop is made one every item takes alike)."""
+        return self.barriers_allowed() or self.subgroups_allowed()
 
     def jumps_allowed(self) -> bool:
         """break/continue: where they cannot split a group at a later barrier, nor skip
         the barrier that ends a local-memory phase."""
-        if not self.loops or (self.in_phase and self.loops[-1].has_barriers):
+        if not self.loops or (self.in_phase and self.loops[-1].collective):
             return False
-        return not self.loops[-1].has_barriers or self.uniform_control
+        return not self.loops[-1].collective or self.uniform_control
 
     def return_allowed(self) -> bool:
         if not self.kernel:
             return True
-        return (self.barriers_left <= 0 and not self.in_phase
-                and not any(loop.has_barriers for loop in self.loops))
+        return (self.barriers_left <= 0 and self.subgroups_left <= 0 and not self.in_phase
+                and not any(loop.collective for loop in self.loops))
 
 
 class Retry(Exception):
@@ -423,6 +453,7 @@ class Generator:
                                                          else [])
         self.functions: list[Function] = []
         self.counter = 0
+        self.subgroups = random.Random(f"subgroups {seed}").random() < SUBGROUP_SHARE
         self.nesting = 0      # array reads inside indices: kept shallow
 
     def fresh(self, prefix: str) -> str:
@@ -437,7 +468,9 @@ class Generator:
     def case(self) -> Case:
         rng = self.rng
         ndim = 1 if self.chance(0.7) else 2
-        if ndim == 1:
+        if self.subgroups:
+            workgroupsize, ndrange = self.subgroup_geometry(ndim)
+        elif ndim == 1:
             workgroupsize = (rng.choice([1, 2, 3, 4, 5, 7, 8, 16, 32, 64]),)
             ndrange = (rng.randint(1, 3 * workgroupsize[0] + 5),)
         else:
@@ -451,6 +484,18 @@ class Generator:
         module = ast.fix_missing_locations(ast.Module(body, []))
         return Case(self.seed, module, f"fuzz_{self.seed}", params, ndrange, workgroupsize,
                     self.options)
+
+    def subgroup_geometry(self, ndim: int) -> tuple[tuple, tuple]:
+        """Work-groups of one to four subgroups, mostly not a multiple of 32 items (a
+        partial last subgroup), and an ndrange that cuts the last group short."""
+        rng = self.rng
+        if ndim == 1:
+            workgroupsize = (rng.choice([8, 31, 32, 33, 40, 48, 64, 70, 96, 100, 128]),)
+            ndrange = (rng.randint(1, 3 * workgroupsize[0] + 5),)
+        else:
+            workgroupsize = (rng.choice([1, 2, 3, 4, 6]), rng.choice([5, 8, 11, 16, 33]))
+            ndrange = tuple(rng.randint(1, 2 * w + 3) for w in workgroupsize)
+        return workgroupsize, ndrange
 
     def parameters(self, ndrange) -> list:
         rng = self.rng
@@ -610,6 +655,8 @@ class Generator:
             ctx.local_slot = ["li", "lj"]
             ctx.active = ["c0", "c1"]
         ctx.barriers_left = rng.choice([0, 0, 1, 2, 3])
+        if self.subgroups:
+            ctx.subgroups_left = rng.randint(1, 4)
         if ctx.barriers_left:
             for k in range(rng.randint(1, 2)):
                 dtype = rng.choice(self.dtypes)
@@ -620,6 +667,9 @@ class Generator:
         body += self.statements(ctx, rng.randint(2, self.options.max_statements), depth=0)
         while ctx.barriers_left > 0:
             body += self.emit(ctx, lambda: self.barrier_section(ctx, depth=0))
+        while ctx.subgroups_left > 0:
+            body += self.retrying(lambda: self.emit(ctx, lambda: self.statement_subgroup(ctx,
+                                                                                       0)))
         for p in params:
             if isinstance(p, ArraySpec) and p.role == "out":
                 body += self.emit(ctx, lambda: self.output_store(ctx, p, final=True))
@@ -683,6 +733,8 @@ class Generator:
                         ("private", 0.5 if depth < 2 else 0)]
             if ctx.barriers_allowed():
                 choices += [("barrier", 3), ("any", 1)]
+            if ctx.subgroups_allowed():
+                choices += [("subgroup", 3)]
         if ctx.jumps_allowed():
             choices += [("jump", 1.5)]
         if ctx.return_allowed() and (depth > 0 or not ctx.kernel):
@@ -743,6 +795,8 @@ class Generator:
         target = ast.Subscript(_name(spec.name), self.own_index(ctx, spec), ast.Store())
         for _ in range(10):
             value = self.expression(ctx, self.rng.randint(1, self.options.max_depth))
+            if final and ctx.subgroup_results and self.chance(0.8):
+                value = self.with_subgroup_results(ctx, value)
             t = value._kk_type
             if not final and self.chance(0.3) and t != S.PY_BOOL:
                 for op in ("+", "*", "-", "^"):
@@ -765,7 +819,7 @@ class Generator:
         return ast.parse(", ".join(own), mode="eval").body
 
     def statement_if(self, ctx, depth):
-        uniform = ctx.barriers_allowed() and self.chance(0.4)
+        uniform = ctx.collectives_allowed() and self.chance(0.4)
         test = self.condition(ctx, uniform=uniform or None)
         uniform = test._kk_uniform
         saved = ctx.uniform_control
@@ -798,8 +852,8 @@ class Generator:
 
     def statement_for(self, ctx, depth):
         rng = self.rng
-        barrier_loop = ctx.barriers_allowed() and self.chance(0.5)
-        uniform = True if barrier_loop else None
+        collective = ctx.collectives_allowed() and self.chance(0.5)
+        uniform = True if collective else None
         start = self.small_int(ctx, uniform, 0, 6) if self.chance(0.5) else None
         stop = self.small_int(ctx, uniform, 0, 8)
         step = None
@@ -826,22 +880,25 @@ class Generator:
         iterator = _call(_name("range"), *bounds)
         return [self.loop_body(ctx, depth, ast.For(_store(name), iterator, [], [], None),
                                Var(name, S.WEAK_INT, (low, high), False, loop_uniform,
-                                   fixed=True), barrier_loop, loop_uniform)]
+                                   fixed=True), collective, loop_uniform)]
 
-    def loop_body(self, ctx, depth, node, counter, barrier_loop, loop_uniform):
-        """A loop without barriers counts as varying control: items may leave it at
-        different iterations, so what it assigns differs per item after it."""
+    def loop_body(self, ctx, depth, node, counter, collective, loop_uniform):
+        """A loop that is not collective counts as varying control: items may leave it
+        at different iterations, so what it assigns differs per item after it."""
         saved = ctx.uniform_control
-        ctx.uniform_control = saved and loop_uniform and barrier_loop
-        ctx.loops.append(Loop(barrier_loop, loop_uniform))
+        ctx.uniform_control = saved and loop_uniform and collective
+        ctx.loops.append(Loop(collective, loop_uniform))
         ctx.scopes.append({})
         try:
             if counter is not None:
                 ctx.declare(counter)
             node.body += self.statements(ctx, self.rng.randint(1, 2), depth + 1)
-            if barrier_loop and ctx.barriers_left > 0:
+            if collective and ctx.barriers_left > 0:
                 node.body += self.emit(ctx, lambda: self.barrier_section(ctx, depth + 1))
                 node.body += self.statements(ctx, self.rng.randint(0, 1), depth + 1)
+            if ctx.subgroups_allowed() and self.chance(0.5):
+                node.body += self.retrying(lambda: self.emit(
+                    ctx, lambda: self.statement_subgroup(ctx, depth + 1)), list)
             if not node.body:
                 node.body.append(ast.Pass())
         finally:
@@ -851,13 +908,13 @@ class Generator:
         return node
 
     def statement_while(self, ctx, depth):
-        barrier_loop = ctx.barriers_allowed() and self.chance(0.4)
-        bound = self.small_int(ctx, True if barrier_loop else None, 0, 6)
+        collective = ctx.collectives_allowed() and self.chance(0.4)
+        bound = self.small_int(ctx, True if collective else None, 0, 6)
         counter = self.fresh("w")
         init = ast.Assign([_store(counter)], _literal(0))
         test = ast.Compare(_name(counter), [ast.Lt()], [bound])
         uniform = bound._kk_uniform
-        if not barrier_loop and self.chance(0.4):
+        if not collective and self.chance(0.4):
             extra = self.condition(ctx)
             uniform = uniform and extra._kk_uniform
             test = ast.BoolOp(ast.And(), [test, extra])
@@ -865,14 +922,14 @@ class Generator:
         step._kk_pinned = True
         node = ast.While(test, [step], [])
         var = Var(counter, S.WEAK_INT, (0, bound._kk_interval[1] + 1), False,
-                  uniform and barrier_loop, fixed=True)
+                  uniform and collective, fixed=True)
         ctx.declare(var)
-        return [init, self.loop_body(ctx, depth, node, None, barrier_loop, uniform)]
+        return [init, self.loop_body(ctx, depth, node, None, collective, uniform)]
 
     def statement_jump(self, ctx, depth):
         jump = ast.Break() if self.chance(0.5) else ast.Continue()
         if self.chance(0.8):
-            uniform = True if ctx.loops[-1].has_barriers else None
+            uniform = True if ctx.loops[-1].collective else None
             return [ast.If(self.condition(ctx, uniform=uniform), [jump], [])]
         return [jump]
 
@@ -1126,6 +1183,100 @@ class Generator:
                 ctx.scopes.pop()
         return [node]
 
+    # -- subgroups --------------------------------------------------------------------------
+
+    def statement_subgroup(self, ctx, depth):
+        """A subgroup operation (where every item of the group reaches it): its result a
+        new name, or a shuffle's the shuffled variable's own again (`v += kk.shuffle_down(v,
+        d)`, the steps of a sum by hand)."""
+        rng = self.rng
+        operation = rng.choice(list(SUBGROUP_FUNCTIONS))
+        function = _attribute("kk", SUBGROUP_FUNCTIONS[operation])
+        target = None
+        if operation in VOTES:
+            call = _call(function, self.condition(ctx))
+            result, inexact = ("uint32" if operation == "ballot" else "bool"), False
+        else:
+            if operation in SHUFFLES and self.chance(0.4):
+                target = self.shuffled_variable(ctx)
+            if target is not None:
+                value = typed(_name(target.name), target.type, None, target.inexact, False)
+            else:
+                value = self.varying_value(ctx, exact=True if operation == "sum" else None)
+            if operation in SUBGROUP_REDUCTIONS and S.is_bool(value._kk_type):
+                raise Retry
+            arguments = [value]
+            if operation in SHUFFLES:
+                arguments.append(self.shuffle_amount(ctx, operation))
+            call = _call(function, *arguments)
+            result, inexact = _STRONG.get(value._kk_type, value._kk_type), value._kk_inexact
+        typed(call, result, None, inexact, False)
+        ctx.subgroups_left -= 1
+        if target is None:
+            name = self.fresh("sg")
+            ctx.declare(Var(name, result, None, inexact, False))
+            ctx.subgroup_results.add(name)
+            return [ast.Assign([_store(name)], call)]
+        ops = [op for op in ("+", "^") if S.binary_result(op, result, result) == result
+               and not S.is_bool(result)]
+        if ops and self.chance(0.6):
+            return [ast.AugAssign(_store(target.name), _OPS[rng.choice(ops)](), call)]
+        return [ast.Assign([_store(target.name)], call)]
+
+    def with_subgroup_results(self, ctx, value):
+        """`value` combined with up to three results of subgroup operations in scope, so
+        that an output shows them."""
+        results = [v for v in ctx.variables() if v.name in ctx.subgroup_results]
+        for var in self.rng.sample(results, min(3, len(results))):
+            result = typed(_name(var.name), var.type, None, var.inexact, False)
+            for op in self.rng.sample(["+", "-", "^"], 3):
+                try:
+                    value = self.binary(op, result, value)
+                    break
+                except Retry:
+                    continue
+        return value
+
+    def varying_value(self, ctx, exact):
+        """A value to exchange, mostly one that may differ between items. `exact` for a
+        float sum: its rounding in the tree's one order is compared bit for bit."""
+        def varying():
+            value = self.expression(ctx, self.rng.randint(1, self.options.max_depth),
+                                    exact=exact)
+            if value._kk_uniform:
+                raise Retry
+            return value
+        return self.retrying(varying, lambda: self.expression(ctx, 1, exact=exact))
+
+    def shuffled_variable(self, ctx) -> Var | None:
+        """A variable of a NumPy type that may vary between items, to shuffle in place."""
+        candidates = [v for v in ctx.variables()
+                      if not v.fixed and not v.uniform and not S.is_weak(v.type)]
+        return self.rng.choice(candidates) if candidates else None
+
+    def shuffle_amount(self, ctx, operation: str):
+        """A shuffle's source lane (`kk.shuffle`) or its delta or mask: mostly one that
+        reaches a lane, at times one beyond the subgroup or a negative one, at times
+        whatever integer the kernel computes."""
+        rng = self.rng
+        choice = rng.random()
+        if choice < 0.4:
+            value = rng.choice({"shuffle": [0, 1, 7, 31, 32, 40, -1],
+                                "shuffle_xor": [1, 2, 4, 8, 16, 3, 31, 32]}.get(
+                                    operation, [1, 2, 4, 8, 16, 0, 5, 31, 33, -1]))
+            return typed(_literal(value), S.WEAK_INT, (value, value), uniform=True)
+        if choice < 0.55 and operation == "shuffle":
+            lane = _call(_attribute("kk", "subgroup_index"))
+            shift = rng.randint(1, 33)
+            return typed(ast.BinOp(ast.BinOp(lane, ast.Add(), _literal(shift)), ast.Mod(),
+                                   _literal(rng.choice([32, 32, 40]))), "int64", whole=True)
+        if choice < 0.8:
+            return self.small_int(ctx, None, -2, 34)
+        amount = self.expression(ctx, rng_depth(self), exact=True)
+        if not S.is_integer(amount._kk_type):
+            amount = self.to_weak_int(ctx, amount)
+        return amount
+
     # -- expressions -----------------------------------------------------------------------
 
     def expression(self, ctx, depth: int, uniform=None, exact=None, want=None):
@@ -1159,7 +1310,20 @@ class Generator:
         rng = self.rng
         kinds = [("literal", 2), ("variable", 5), ("array", 4 if self.nesting < 2 else 0),
                  ("length", 0.4), ("geometry", 0.3 if ctx.kernel else 0)]
+        if self.subgroups and ctx.kernel:
+            kinds.append(("lane", 0.4))
         kind = rng.choices(*zip(*kinds))[0]
+        if kind == "variable" and ctx.subgroup_results and self.chance(0.4):
+            # the results of subgroup operations, so that the outputs show them
+            candidates = [v for v in ctx.variables() if v.name in ctx.subgroup_results
+                          and (not uniform or v.uniform)]
+            if candidates:
+                var = rng.choice(candidates)
+                return typed(_name(var.name), var.type, var.interval, var.inexact, var.uniform)
+        if kind == "lane":
+            if uniform or self.chance(0.25):
+                return typed(_call(_attribute("kk", "subgroup_size")), "int64", uniform=True)
+            return typed(_call(_attribute("kk", "subgroup_index")), "int64", uniform=False)
         if kind == "variable":
             candidates = [v for v in ctx.variables() if not uniform or v.uniform]
             if candidates:
@@ -1641,6 +1805,9 @@ class Generator:
         return typed(_call(_attribute("np", target), node), target, None, node._kk_inexact,
                      node._kk_uniform, whole=True)
 
+
+# The NumPy type a Python number is converted to (as a subgroup operation does).
+_STRONG = {S.WEAK_INT: "int64", S.WEAK_FLOAT: "float64", S.PY_BOOL: "bool"}
 
 _OPS = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "//": ast.FloorDiv,
         "%": ast.Mod, "**": ast.Pow, "&": ast.BitAnd, "|": ast.BitOr, "^": ast.BitXor,

@@ -4,8 +4,11 @@ work-item with NumPy scalars.
 The reference's copy of the module (`Case.reference_source`) turns barriers into
 `yield`, so a work-group's items are generators: each runs to its next barrier, and
 when all have arrived (`kk.synchronize_any` hands its condition over and gets the
-group's answer back) they go on together. Items that reach different barriers, or a
-barrier while others have finished, are an invalid kernel. Work-groups run one after
+group's answer back) they go on together. A subgroup operation is such a meeting too
+(`kk.subgroup_call` hands over its operands, and each item gets its own result, see
+`subgroups`), but not a barrier: what one item wrote to local memory before it is no
+more visible to another after it. Items that reach different barriers or subgroup
+operations, or one while others have finished, are an invalid kernel. Work-groups run one after
 another, each with its own local memory."""
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ import warnings
 
 import numpy as np
 
-from .emulation import AnyOf, InvalidKernel, KernelLanguage, PythonMath
+from .emulation import AnyOf, InvalidKernel, KernelLanguage, PythonMath, linear_index
 from .scalars import numpy_semantics_check
+from .subgroups import SubgroupCall, answers as subgroup_answers
 
 numpy_semantics_check()
 
@@ -93,10 +97,16 @@ def _run_group(kernel, values, language, items) -> None:
                                 f"{[a[0] for a in arrived[:3]]} wait at a barrier")
         if len({a[3] for a in arrived}) > 1:
             raise InvalidKernel("the work-items of a group reached different barriers")
-        language.phase += 1
-        if arrived and isinstance(arrived[0][3], AnyOf):
+        meeting = arrived[0][3] if arrived else None
+        if isinstance(meeting, SubgroupCall):
+            answers = subgroup_answers([a[3] for a in arrived],
+                                       [int(linear_index(a[1], language.group_sizes))
+                                        for a in arrived])
+        elif isinstance(meeting, AnyOf):
+            language.phase += 1
             result = np.bool_(any(a[3].condition for a in arrived))
             answers = [result] * len(arrived)
         else:
+            language.phase += 1
             answers = [None] * len(arrived)
         running = [(item, local, generator) for item, local, generator, _ in arrived]
