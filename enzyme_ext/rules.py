@@ -284,28 +284,37 @@ class Rule:
 
     def argument_kinds(self, args, mode: str) -> tuple | None:
         """What `checked` and the derivative kernels depend on, where it is cheap to
-        tell: per argument, its activity, the value's type, argument key (the backend's:
-        equal keys, equal types) and memory (`_memory_key`) and its shadow's; None for
-        arguments it must see (a dataclass or tuple, a count or activity that does not
-        match)."""
+        tell: per argument, its activity and the kinds (`kind_of`) of its value and its
+        shadow; None for arguments it must see (a dataclass or tuple, a count or
+        activity that does not match)."""
         if len(args) != len(self.activities):
             return None
-        key = self.backend.argument_key
         kinds = [mode]
         for argument, activity in zip(args, self.activities):
             if isinstance(argument, Activity):
                 given, value = type(argument), argument.value
+                shadow = getattr(argument, "shadow", None)
             else:
-                given, value = Const, argument
-            kind = type(value)
-            if given is not activity or (kind is not np.ndarray and kind is not float and (
-                    isinstance(value, tuple) or dataclasses.is_dataclass(value))):
+                given, value, shadow = Const, argument, None
+            kind = self.kind_of(value)
+            if given is not activity or kind is None:
                 return None
-            shadow = getattr(argument, "shadow", None)
-            kinds.append((kind, key(value), _memory_key(value), type(shadow),
-                          None if shadow is None else key(shadow), _memory_key(shadow),
-                          shadow is value))
+            kinds.append(kind if shadow is None else (kind, self.kind_of(shadow)))
         return tuple(kinds)
+
+    def kind_of(self, value):
+        """What says a value is of the kind of an earlier one: a NumPy array's identity,
+        shape, strides, dtype and whether it is writable (its argument key, and its
+        memory while it lives: `_Seen`); a number's type; another array's type, argument
+        key (the backend's) and memory. None for a dataclass or tuple."""
+        kind = type(value)
+        if kind is np.ndarray:
+            return (id(value), value.shape, value.strides, value.dtype, value.flags.writeable)
+        if kind is float or kind is int or kind is bool or isinstance(value, np.generic):
+            return kind
+        if isinstance(value, tuple) or dataclasses.is_dataclass(value):
+            return None
+        return (kind, self.backend.argument_key(value), _memory_key(value))
 
     def checked(self, args, mode: str) -> Unwrapped:
         """`unwrap`, every argument checked."""
