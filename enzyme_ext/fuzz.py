@@ -169,6 +169,9 @@ class AccessGenerator(Generator):
 
     def __init__(self, seed: int, options: Options | None = None):
         super().__init__(seed, options)
+        # Its own group shapes, small ones; subgroup operations come with the kernelkit
+        # family's kernels.
+        self.subgroups = False
         if self.chance(0.5):   # the kernel computes in float64 only: finite differences check it
             self.dtypes = [d for d in self.dtypes if d != "float32"]
         self.shaped: dict[str, tuple[str, ...]] = {}   # input shaped like the ndrange -> its reads
