@@ -60,6 +60,14 @@ the naive 1024 x 1024 matrix multiply on one thread (AMD Zen 3) went from 103-11
 SMALL_KERNEL = 48
 INTERLEAVED_ROW = 64
 
+MOST_COPIED_OPERATIONS = 600
+"""A kernel of more operations than this has its code lowered once: full groups run the
+code partial groups run (their extents as values, not constants), with no version for
+groups that pass its guards and no row split. Each of those copies the kernel's code,
+which LLVM then optimizes again: a fuzzed kernel of 1000 operations took 12.8 s to
+compile with its three copies split (six in all), 4.7 s with two, where a kernel that
+small is optimized in a few hundred milliseconds."""
+
 
 def _first_item_axes(condition) -> set | None:
     """The axes whose local ids `condition` requires to be 0, if it is `p == 0` where p
@@ -124,7 +132,9 @@ class KernelVersion:
     """One version of the kernel the group function runs (the kernel as written, or the
     one for groups that pass its guards) with its region plan and storage."""
 
-    def __init__(self, function, ndim: int, row_length: int):
+    def __init__(self, function, ndim: int, row_length: int, copies: bool = True):
+        """`copies`: whether the kernel's code may be lowered again for parts of a row
+        (`MOST_COPIED_OPERATIONS`)."""
         self.function = function
         self.has_barrier = any(op.has(Trait.BARRIER) for op in function.ops())
         self.plan = RegionPlan(function) if self.has_barrier else None
@@ -133,7 +143,8 @@ class KernelVersion:
         # Where the kernel's guards change along a row (`item_split`); not where a
         # region keeps a comparison (or what it is made of) from an earlier one in a
         # slot, which a work-item's code would read before it is written.
-        self.row_split = row_split(function, ndim - 1) if row_length > 1 else None
+        self.row_split = row_split(function, ndim - 1) if row_length > 1 and copies \
+            else None
         if self.row_split is not None and self.plan is not None and \
                 _reads_kept(self.row_split.comparisons, self.plan.kept):
             self.row_split = None
@@ -160,10 +171,12 @@ class GroupFunctionBuilder(EntryPointBuilder):
             self.items *= size
         self.known: dict = {}   # comparison -> its value in the row piece being lowered
         self.assumed: dict = {}   # a vote -> its value in a region where all were alike
-        self.general = KernelVersion(ir_module.kernel, self.ndim, self.sizes[-1])
+        operations = sum(1 for _ in ir_module.kernel.ops())
+        self.copies = operations <= MOST_COPIED_OPERATIONS
+        self.general = KernelVersion(ir_module.kernel, self.ndim, self.sizes[-1], self.copies)
         interior = ir_module.functions.get(ir_module.kernel.name + GUARDED_SUFFIX)
         self.interior = KernelVersion(interior, self.ndim, self.sizes[-1]) \
-            if interior is not None else None
+            if interior is not None and self.copies else None
         self.access_group = _DistinctNode(module)
         # Race detection (`races.py`), where the job's target asks for it.
         self.races = RaceInstrumentation(module, self.locations) \
@@ -195,7 +208,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
 
         first_index = self.decompose_group(builder, first)
         entry = builder.block
-        group_loop = self.new_block("group_loop")
+        group_loop = self.group_loop = self.new_block("group_loop")
         group_body = self.new_block("group_body")
         next_group = self.new_block("next_group")
         done = self.polls.done = self.new_block("done")
@@ -219,6 +232,10 @@ class GroupFunctionBuilder(EntryPointBuilder):
         for extent in self.extents:
             assume(builder, builder.icmp_signed(">", extent, ir.Constant(i64, 0)))
         valid = self.valid_items(builder)
+        if not self.copies:     # one copy of the code, for full and partial groups alike
+            self.emit_group(builder, self.general, valid, 1)
+            builder.branch(next_group)
+            return self.finish(builder, group, next_group, done)
         full = builder.icmp_signed("==", valid[0], ir.Constant(i64, self.sizes[0]))
         for axis in range(1, self.ndim):
             full = builder.and_(full, builder.icmp_signed("==", valid[axis],
@@ -245,14 +262,18 @@ class GroupFunctionBuilder(EntryPointBuilder):
         builder.position_at_end(partial_group)
         self.emit_group(builder, self.general, valid, 1)
         builder.branch(next_group)
+        return self.finish(builder, group, next_group, done)
+
+    def finish(self, builder, group, next_group, done) -> ir.Function:
+        """The step to the next group, and the return where there is none."""
         builder.position_at_end(next_group)
         group.add_incoming(builder.add(group, ir.Constant(i64, 1)), next_group)
         for index, following in zip(self.group_index, self.following_group(builder)):
             index.add_incoming(following, next_group)
-        builder.branch(group_loop)
+        builder.branch(self.group_loop)
         builder.position_at_end(done)
         builder.ret_void()
-        return llvm_function
+        return self.llvm_function
 
     def emit_group(self, builder, version: KernelVersion, extents, slot_set: int) -> None:
         """One group's work with `version` of the kernel; `extents` are the loop trip
