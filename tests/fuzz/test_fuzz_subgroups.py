@@ -157,7 +157,9 @@ GEOMETRIES = {
 }
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint64])
+# A float type (the tree's order, NaN) and an integer type that wraps: the fuzzer's seeds
+# draw the others.
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
 @pytest.mark.parametrize("geometry", GEOMETRIES)
 def test_the_reference_gives_what_the_backend_computes(backend, geometry, dtype):
     ndrange, workgroupsize = GEOMETRIES[geometry]
