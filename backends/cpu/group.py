@@ -60,13 +60,15 @@ the naive 1024 x 1024 matrix multiply on one thread (AMD Zen 3) went from 103-11
 SMALL_KERNEL = 48
 INTERLEAVED_ROW = 64
 
-MOST_COPIED_OPERATIONS = 600
+MOST_COPIED_OPERATIONS = 1000
 """A kernel of more operations than this has its code lowered once: full groups run the
 code partial groups run (their extents as values, not constants), with no version for
 groups that pass its guards and no row split. Each of those copies the kernel's code,
-which LLVM then optimizes again: a fuzzed kernel of 1000 operations took 12.8 s to
-compile with its three copies split (six in all), 4.7 s with two, where a kernel that
-small is optimized in a few hundred milliseconds."""
+which LLVM then optimizes again, in a time that grows faster than the code: a fuzzed
+kernel of 1,364 operations took 12.8 s to compile with its three copies split (six in
+all), 4.7 s with two and 1.8 s with one; its derivative kernels of 1,098 operations 1.9
+s, of 1,387 and 1,988 operations 17 and 25 s. (The heat step's reverse, an Active
+scalar's group sum in it, has 619.)"""
 
 
 def _first_item_axes(condition) -> set | None:
