@@ -557,15 +557,14 @@ class Rule:
             return Unwrapped(tuple(values), values, [getattr(a, "shadow", None) for a in args],
                              plan.names, plan.owners), plan
         unwrapped = self.unwrap(args, mode)
-        entries, ndrange_, workgroupsize_ = self.derivatives(modes, unwrapped, ndrange,
-                                                             workgroupsize)
+        entries, *geometry = self.derivatives(modes, unwrapped, ndrange, workgroupsize)
         kernels = dict(zip(modes, entries))
         self.refuse_shared_memory(unwrapped, entries[0][2].notes[WRITTEN])
         reverse = kernels.get(COMBINED) or kernels.get(REVERSE)
         if reverse is not None and reverse[2].notes[ADPlugin.name].gather:
             [kernels[GATHER]], _, _ = self.derivatives((GATHER,), unwrapped, ndrange,
                                                        workgroupsize)
-        plan = Plan(unwrapped.names, unwrapped.owners, ndrange_, workgroupsize_, kernels)
+        plan = Plan(unwrapped.names, unwrapped.owners, *geometry, kernels)
         if key is not None:
             self._plans.add(key, [array for pair in zip(unwrapped.values, unwrapped.shadows)
                                   for array in pair if _memory_key(array) is not None], plan)
