@@ -35,12 +35,19 @@ Partials = Callable[[Builder, list[Value], Callable[[], Value]], list]
 PARTIALS: dict[OpDefinition, Partials] = {}
 
 
-def partials_of(*definitions: OpDefinition):
-    def register(rule: Partials) -> Partials:
-        for definition in definitions:
-            PARTIALS[definition] = rule
-        return rule
-    return register
+def _registering(table: dict):
+    """The decorator maker of a rule table: `@maker(d1, d2)` enters the rule it decorates
+    for each of the definitions."""
+    def of(*definitions: OpDefinition):
+        def register(rule):
+            for definition in definitions:
+                table[definition] = rule
+            return rule
+        return register
+    return of
+
+
+partials_of = _registering(PARTIALS)
 
 
 def _c(b: Builder, value: float, like: Value) -> Value:
@@ -291,20 +298,8 @@ SUBGROUP_TRANSPOSES: dict[OpDefinition, SubgroupRule] = {}
 LANE_BITS = SUBGROUP_SIZE.bit_length() - 1      # a lane's number has 5 bits
 
 
-def subgroup_tangent_of(*definitions: OpDefinition):
-    def register(rule: SubgroupRule) -> SubgroupRule:
-        for definition in definitions:
-            SUBGROUP_TANGENTS[definition] = rule
-        return rule
-    return register
-
-
-def subgroup_transpose_of(*definitions: OpDefinition):
-    def register(rule: SubgroupRule) -> SubgroupRule:
-        for definition in definitions:
-            SUBGROUP_TRANSPOSES[definition] = rule
-        return rule
-    return register
+subgroup_tangent_of = _registering(SUBGROUP_TANGENTS)
+subgroup_transpose_of = _registering(SUBGROUP_TRANSPOSES)
 
 
 def _exchange(b: Builder, op: Op, kind: str, operands: list[Value]) -> Value:
