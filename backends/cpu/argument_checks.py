@@ -8,15 +8,12 @@ pass a new time step or coefficient each time. Asked in Python, the arrays' fiel
 a dozen attribute reads per array (0.7 us for saxpy's three arguments, a tenth of a
 100k-element launch on 2 cores). Natively, `@matches` reads them from the objects
 themselves and compares them with the launch's fingerprint, the words the launcher
-wrote when it packed the record (`fingerprint_source`):
-
-    the mailbox's address and the kernel's entry point (so that the fingerprint is also
-    the key `work_sharing`'s lead takes), the argument count, the address of the tuple
-    type, then for each argument
-      a scalar: 0, 0 (its type the launcher checks, its value it packs)
-      an array: ndim + 1 (+ 256 where its strides are compared), the address of the
-                ndarray type, the data address, the element type's address, the flags
-                mask, the flags under it, the extents, then the strides (in bytes)
+wrote when it packed the record (`fingerprint_source`): a `Head` (the kernel's `Key`,
+so that the fingerprint is also the key the native launch takes, the argument count,
+the tuple type), then for each argument a `Print`: for a scalar its header is `SCALAR`
+(its type the launcher checks, its value it packs); for an array it is ndim + 1
+(+ `STRIDED` where its strides are compared), and the extents follow it, then the
+strides (in bytes).
 
 `@matches` is compiled with the mailbox's functions, which call it before they run or
 lead a launch (`work_sharing`). It reads CPython's tuple and NumPy's array struct (the
@@ -36,6 +33,31 @@ C_CONTIGUOUS = 0x1   # NumPy's NPY_ARRAY_C_CONTIGUOUS
 WRITEABLE = 0x400    # NPY_ARRAY_WRITEABLE
 SCALAR = 0
 STRIDED = 256        # in an array's first word: its strides follow its extents
+_i64 = ctypes.c_int64
+
+
+class Key(ctypes.Structure):
+    """How the native calls find a kernel (`work_sharing`): the mailbox, the kernel's
+    group function."""
+
+    _fields_ = [("mailbox", _i64), ("entry", _i64)]
+
+
+class Head(ctypes.Structure):
+    """A fingerprint's first words."""
+
+    _fields_ = [("key", Key), ("count", _i64), ("tuple", _i64)]
+
+
+class Print(ctypes.Structure):
+    """An argument's words in a fingerprint: a scalar's are its `header` and `type`
+    (both 0); an array's all of them, then its extents (and strides)."""
+
+    _fields_ = [("header", _i64), ("type", _i64), ("data", _i64), ("descr", _i64),
+                ("mask", _i64), ("flags", _i64)]
+
+
+_SCALAR_WORDS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +130,9 @@ start:
   %quiet = icmp eq i64 %interrupts, %seen
   br i1 %quiet, label %uninterrupted, label %differs
 uninterrupted:
-  %count.word = getelementptr i64, ptr %fingerprint, i64 2
+  %count.word = getelementptr i8, ptr %fingerprint, i64 {head.count.offset}
   %count = load i64, ptr %count.word, align 8
-  %tuple.word = getelementptr i64, ptr %fingerprint, i64 3
+  %tuple.word = getelementptr i8, ptr %fingerprint, i64 {head.tuple.offset}
   %tuple = load i64, ptr %tuple.word, align 8
   %args.type.field = getelementptr i8, ptr %args, i64 {type}
   %args.type = load i64, ptr %args.type.field, align 8
@@ -123,7 +145,7 @@ sized:
   br i1 %counted, label %next, label %differs
 next:
   %index = phi i64 [ 0, %sized ], [ %index.next, %scalar ], [ %index.next, %array.same ]
-  %word = phi i64 [ 4, %sized ], [ %word.after.scalar, %scalar ],
+  %word = phi i64 [ {head_words}, %sized ], [ %word.after.scalar, %scalar ],
                   [ %word.after.array, %array.same ]
   %all = icmp eq i64 %index, %count
   br i1 %all, label %same, label %argument
@@ -134,12 +156,12 @@ argument:
   %index.next = add i64 %index, 1
   %header.word = getelementptr i64, ptr %fingerprint, i64 %word
   %header = load i64, ptr %header.word, align 8
-  %second.word = getelementptr i64, ptr %header.word, i64 1
+  %second.word = getelementptr i8, ptr %header.word, i64 {array.type.offset}
   %second = load i64, ptr %second.word, align 8
   %is.scalar = icmp eq i64 %header, {scalar}
   br i1 %is.scalar, label %scalar, label %array
 scalar:
-  %word.after.scalar = add i64 %word, 2
+  %word.after.scalar = add i64 %word, {scalar_words}
   br label %next
 array:
   %type.field = getelementptr i8, ptr %object, i64 {type}
@@ -147,13 +169,13 @@ array:
   %is.array = icmp eq i64 %type, %second
   br i1 %is.array, label %array.fields, label %differs
 array.fields:
-  %data.word = getelementptr i64, ptr %header.word, i64 2
+  %data.word = getelementptr i8, ptr %header.word, i64 {array.data.offset}
   %data.expected = load i64, ptr %data.word, align 8
-  %descr.word = getelementptr i64, ptr %header.word, i64 3
+  %descr.word = getelementptr i8, ptr %header.word, i64 {array.descr.offset}
   %descr.expected = load i64, ptr %descr.word, align 8
-  %mask.word = getelementptr i64, ptr %header.word, i64 4
+  %mask.word = getelementptr i8, ptr %header.word, i64 {array.mask.offset}
   %mask = load i64, ptr %mask.word, align 8
-  %flags.word = getelementptr i64, ptr %header.word, i64 5
+  %flags.word = getelementptr i8, ptr %header.word, i64 {array.flags.offset}
   %flags.expected = load i64, ptr %flags.word, align 8
   %data.field = getelementptr i8, ptr %object, i64 {data}
   %data = load i64, ptr %data.field, align 8
@@ -183,7 +205,7 @@ shape:
   %extents = load ptr, ptr %extents.field, align 8
   %strides.field = getelementptr i8, ptr %object, i64 {strides}
   %strides = load ptr, ptr %strides.field, align 8
-  %extents.expected = getelementptr i64, ptr %header.word, i64 6
+  %extents.expected = getelementptr i8, ptr %header.word, i64 {array_bytes}
   %strides.expected = getelementptr i64, ptr %extents.expected, i64 %axes
   br label %axes.loop
 axes.loop:
@@ -212,7 +234,7 @@ axis.same:
 array.same:
   %per.axis = select i1 %strided, i64 2, i64 1
   %axis.words = mul i64 %axes, %per.axis
-  %word.past.fields = add i64 %word, 6
+  %word.past.fields = add i64 %word, {array_words}
   %word.after.array = add i64 %word.past.fields, %axis.words
   br label %next
 same:
@@ -230,34 +252,39 @@ def matches_definition() -> str | None:
     if LAYOUT is None:
         return None
     return _SOURCE.format(scalar=SCALAR, strided=STRIDED, interrupts=interrupts.SYMBOL,
-                          seen=interrupts.SEEN_SYMBOL,
+                          seen=interrupts.SEEN_SYMBOL, head=Head, array=Print,
+                          head_words=ctypes.sizeof(Head) // 8, scalar_words=_SCALAR_WORDS,
+                          array_bytes=ctypes.sizeof(Print),
+                          array_words=ctypes.sizeof(Print) // 8,
                           **{name: getattr(LAYOUT, name) for name in Layout.__dataclass_fields__})
 
 
-def fingerprint_source(mailbox: int, entry: int, names: list[str], kinds: list) -> str | None:
+def fingerprint_source(key: bytes, names: list[str], kinds: list) -> str | None:
     """A Python expression, over the arguments `names` (and the tuple `args` of them),
-    for the fingerprint of these arguments of the kernel at `entry`: for each, its `kinds`
-    entry is None for a scalar, else (ndim, contiguous, writeable, strided) for a NumPy
-    array (as the launcher checked it). Uses the names `struct`, `pointer`
+    for the fingerprint of these arguments of the kernel whose `Key` is `key`: for each,
+    its `kinds` entry is None for a scalar, else (ndim, contiguous, writeable, strided)
+    for a NumPy array (as the launcher checked it). Uses the names `struct`, `pointer`
     (`data_pointer`), `ndarray` and `tuple`. None where `LAYOUT` is."""
     if LAYOUT is None:
         return None
-    words, formats = [str(mailbox), str(entry), "len(args)", "id(tuple)"], 4
+    words = ["len(args)", "id(tuple)"]
+    formats = 2
     for name, kind in zip(names, kinds):
         if kind is None:
             words += [str(SCALAR), "0"]
-            formats += 2
+            formats += _SCALAR_WORDS
             continue
         ndim, contiguous, writeable, strided = kind
         flags = (C_CONTIGUOUS if contiguous else 0) | (WRITEABLE if writeable else 0)
+        # (in the order of `Print`'s fields)
         words += [str(ndim + 1 + (STRIDED if strided else 0)), "id(ndarray)",
                   f"pointer({name})", f"id({name}.dtype)", str(C_CONTIGUOUS | WRITEABLE),
                   str(flags), f"*{name}.shape"]
-        formats += 6 + ndim
+        formats += len(Print._fields_) + ndim
         if strided:
             words.append(f"*{name}.strides")
             formats += ndim
-    return f"struct.pack('={formats}q', {', '.join(words)})"
+    return f"{key!r} + struct.pack('={formats}q', {', '.join(words)})"
 
 
-__all__ = ["LAYOUT", "Layout", "fingerprint_source", "matches_definition"]
+__all__ = ["Head", "Key", "LAYOUT", "Layout", "Print", "fingerprint_source", "matches_definition"]

@@ -2,34 +2,33 @@
 
 Every CPU backend runs on one device, the machine's cores: launches of all of them go
 to one queue (`_Device`) and run in the order they were made, across one pool of worker
-threads (as many as the backend with the most threads asks for, less one). A launch's
-work-groups are split into chunks that the workers and the thread that synchronizes
-take in turn (as an OpenMP team does: the caller is one of the threads), at most the
-launching backend's `threads` at once, each calling the compiled group function through
-ctypes (which releases the GIL, so the threads run native code in parallel). On an
-idle device, a launch its kernel's earlier launches show to take from a few
-microseconds to `_JOINED_SECONDS` is led by the calling thread: it runs the groups and
-shares them, natively, with the workers that are awake (`work_sharing.py`: no Python,
-no lock, no GIL between the threads), so a launch of tens of microseconds runs on every
-core. A smaller one, and every launch of a one-thread backend on an idle device, runs
-at once on the calling thread: no thread hand-off. A kernel's first launch of few
-work-items runs its first group there, which measures the kernel, and hands the rest to
-the threads where they are long (a few work-items each looping long).
+threads (as many as the backend with the most threads asks for, less one).
 
-A chunk takes at most about `_CHUNK_SECONDS`, so the thread that waits returns to
-Python often: Ctrl-C (KeyboardInterrupt) stops a launch or a synchronize within that
-time. What was queued is then abandoned: chunks already running finish, no other starts,
-and the interrupt says which kernels did not run to the end."""
+Every launch first asks the native policy (`work_sharing`'s `launch`, which keeps each
+kernel's measured time per work-group): a short launch on an idle device runs there and
+then, on the calling thread or shared natively with the awake workers. What it leaves
+is run here, in Python: a kernel's first launches, before its time is measured (a first
+launch of few work-items runs its first group on the calling thread, which measures the
+kernel, and hands the rest to the threads where they are long), and launches long
+enough to be queued. A queued launch's work-groups are split into chunks that the
+workers and the thread that synchronizes take in turn (as an OpenMP team does: the
+caller is one of the threads), at most the launching backend's `threads` at once; once
+the kernel's time is known, the thread that takes a chunk leads the rest of the launch
+through the mailbox, where the others join it natively.
+
+A chunk takes at most about `_CHUNK_NS`, so the thread that waits returns to Python
+often: Ctrl-C (KeyboardInterrupt) stops a launch or a synchronize within that time (and
+a running kernel within microseconds: `interrupts.py`). What was queued is then
+abandoned: chunks already running finish, no other starts, and the interrupt says which
+kernels did not run to the end."""
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
 import struct
-import sys
 import threading
 import time
-from array import array
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -51,61 +50,34 @@ from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
 
 from . import argument_checks, fault, interrupts
-from .calls import SMALL_INT, untyped
 from .fault import running
 from .races import RaceDetector, detects_races
-from .work_sharing import STATE_WORDS, Mailbox
+from .work_sharing import Mailbox, Ran, State
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)
 _INLINE_ITEMS = 1 << 14          # a first launch this small starts on the calling thread
-_INLINE_SECONDS = 200e-6
-"""A launch whose kernel is estimated (from its earlier launches) to take less than this on
-one thread runs on the calling thread: handing it to other threads costs about as much."""
-_JOINED_SECONDS = 2e-3
-"""A launch on an idle device estimated to take less than this on one thread has the
-launching thread work on it too, until it is done."""
-_FIRST_LAUNCH_SECONDS = 1e-3
+_FIRST_LAUNCH_NS = 1_000_000
 """A first launch of at most _INLINE_ITEMS runs its first group on the calling thread,
 and its other groups there too unless that group's time says they would take longer than
-this (more than _INLINE_SECONDS: one group's time, the code's first run, says less than
-a launch's)."""
+this."""
 # The last chunks of a queued launch handed out in Python (one whose kernel's time is not
-# known yet, or where the mailbox cannot be used: see `run_a_chunk`) are
-# 1 / (threads * _SMALLEST_CHUNKS) of it (or take `_SHORTEST_CHUNK_SECONDS`): a launch ends
-# when its last chunk does, and the threads that finished theirs wait for it (measured
-# when every queued launch was handed out so: about 15 us of a 10M-element saxpy on 2
-# threads, 60 us with 32, 3-6% of the launch).
+# known yet) are 1 / (threads * _SMALLEST_CHUNKS) of it (or take `_SHORTEST_CHUNK_NS`): a
+# launch ends when its last chunk does, and the threads that finished theirs wait for it.
 _SMALLEST_CHUNKS = 128
-_SHORTEST_CHUNK_SECONDS = 10e-6
+_SHORTEST_CHUNK_NS = 10_000
 """But no chunk shorter than this (where the kernel's time is known): handing out a chunk
 costs a few microseconds of Python."""
-_CHUNK_SECONDS = 20e-3
-"""The longest a chunk should take (estimated from the kernel's earlier chunks): the
+_CHUNK_NS = 20_000_000
+"""The longest a chunk should take (estimated from the kernel's earlier runs): the
 waiting thread sees a KeyboardInterrupt between two chunks."""
 _WAIT_SECONDS = 0.05    # a sleeping thread looks again after this long
-_SPIN_NANOSECONDS = 100_000  # how long a waiting thread watches for a retirement
+_SPIN_NS = 100_000      # how long a waiting thread watches for a retirement
 # How long an idle worker watches the mailbox and the queue for new work.
 # Launches a program makes in a loop come closer together than that, so the workers
 # are there for each (OpenMP's threads spin a few milliseconds by default).
-_SERVE_NANOSECONDS = 500_000
-# A launch its kernel's earlier launches show to take this long on one thread, up to
-# `_JOINED_SECONDS`, is led by the launching thread on an idle device (`_Device.lead`):
-# shared with the awake workers natively, in chunks of about `_LED_CHUNK_SECONDS`.
-# (A longer one is queued: the launching thread goes on while the workers run it.)
-_LED_SECONDS = 8e-6
-_TIMED_LEADS = 8   # one led launch in this many is timed (and updates the estimate)
-_PROBED_SECONDS = 2 * _LED_SECONDS
-_PROBED_LEADS = 64
-"""One led launch in _PROBED_LEADS estimated to take less than _PROBED_SECONDS on one
-thread runs on the calling thread alone instead, timed (`_Device.lead`): where sharing
-is not worth it, its time shared (the hand-over included, some microseconds) would make
-the estimate say it is. Not more often: a launch worth sharing runs slower so (a
-100k-element saxpy, 12 us alone and 7 us shared, is near the line on 2 cores)."""
-_LED_CHUNK_SECONDS = 5e-7
-_BURST_SECONDS = 1e-3   # launches that could be led this close together wake the workers
-_WAKE_NANOSECONDS = 100_000  # how long the waking thread waits for one to watch
-_SPIN_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
-                                  ctypes.c_int64)
+_SERVE_NS = 500_000
+_BURST_NS = 1_000_000   # launches that could be led this close together wake the workers
+_WAKE_NS = 100_000      # how long the waking thread waits for one to watch
 _PYTHON_SCALARS = (float, int, bool)
 _LONGEST_ROW = 1024   # the work-items of a regrouped kernel's groups (`CPU.regrouped`)
 RACES = "races"   # CPU(debug=RACES), KERNELKIT_DEBUG=races: race detection
@@ -119,7 +91,6 @@ class PreparedKernel:
 
     name: str
     function: object          # the ctypes function
-    call: object              # the same, `untyped`: for groups below SMALL_INT
     layout: ArgumentLayout
     argtypes: tuple
     pack: object              # (header, args, None) -> the record's fields
@@ -134,44 +105,27 @@ class PreparedKernel:
     regrouped: object = None
     fire: object = None       # its `fast_launcher`, once made; False: it has none
     races: bool = False       # it records its accesses for the race detector (`races.py`)
-    described: int = field(init=False, default=0)   # the description's address
-    entry: int = field(init=False, default=0)       # the group function's address
-    # What the native calls that run a fast launch read and keep (`work_sharing.STATE_WORDS`),
-    # with its estimate and its count of led launches, and the address of its first word
-    state: array = field(init=False, repr=False)
+    # What the native calls take: the kernel's `work_sharing.Key`, and its books (its time
+    # per group, its count of led launches) and their address
+    key: bytes = field(init=False, repr=False)
+    state: State = field(init=False, repr=False)
     state_address: int = field(init=False, default=0)
 
     def __post_init__(self):
-        self.described = ctypes.addressof(self.description)
-        self.entry = ctypes.cast(self.function, ctypes.c_void_p).value
-        self.state = array("d", [0.0, 0.0, self.described, ctypes.addressof(running)] +
-                           [0.0] * (STATE_WORDS - 4))
-        self.state_address = self.state.buffer_info()[0]
-        self.keep_policy(1)
-
-    def keep_policy(self, threads: int) -> None:
-        """Say in `state` what a fast launch of it on `threads` threads may do, as the
-        runtime's policy says now."""
-        self.state[4:] = array("d", [threads - 1, _LED_CHUNK_SECONDS, _PROBED_SECONDS,
-                                     _TIMED_LEADS, _PROBED_LEADS])
+        entry = ctypes.cast(self.function, ctypes.c_void_p).value
+        self.key = _device.mailbox.key(entry)
+        self.state = State(description=ctypes.addressof(self.description),
+                           running=ctypes.addressof(running))
+        self.state_address = ctypes.addressof(self.state)
 
     @property
-    def seconds_per_group(self) -> float:
+    def nanoseconds_per_group(self) -> float:
         """Measured on earlier launches; 0: not yet."""
-        return self.state[0]
+        return self.state.estimate
 
-    @seconds_per_group.setter
-    def seconds_per_group(self, seconds: float) -> None:
-        self.state[0] = seconds
-
-    @property
-    def leads(self) -> int:
-        """How many of its launches were led (`_Device.lead`)."""
-        return int(self.state[1])
-
-    @leads.setter
-    def leads(self, count: int) -> None:
-        self.state[1] = count
+    @nanoseconds_per_group.setter
+    def nanoseconds_per_group(self, nanoseconds: float) -> None:
+        self.state.estimate = nanoseconds
 
 
 def _debug_from_environment() -> bool | str:
@@ -236,6 +190,7 @@ class CPU(Backend):
             self._target = replace(self._target, races=True)
         fault.install()
         interrupts.install()
+        _device.mailbox.start()
 
     def __repr__(self) -> str:
         debug = f", debug={RACES!r}" if self.races else ", debug=True" if self.debug else ""
@@ -361,9 +316,7 @@ class CPU(Backend):
         layout = ArgumentLayout(argtypes, ndim)
         function = compiled.job.source.function
         names = list(compiled.parameters)
-        entry = _ENTRY(compiled.entry)
-        call = untyped(compiled.entry, entry)
-        return PreparedKernel(function.__name__, entry, call, layout, argtypes,
+        return PreparedKernel(function.__name__, _ENTRY(compiled.entry), layout, argtypes,
                               _packer(argtypes, names), compiled, compiled.uses_print,
                               compiled.job.config.debug,
                               fault.description(function.__name__, function),
@@ -400,74 +353,28 @@ class CPU(Backend):
 
     def run_groups(self, prepared: PreparedKernel, packed: bytes, total: int, items: int,
                    args, error_record=None, races: RaceDetector | None = None) -> None:
-        """Run `total` work-groups (`items` work-items) of `prepared` on its packed record:
-        at once on this thread where that is quicker than handing them to the threads;
-        else queued for them, and where the device was idle and the launch is short, this
-        thread works on it with them and returns when it is done (a launch of a few
-        hundred microseconds: a synchronize would wait for it at once, and the thread is
-        awake, where the others are still waking up)."""
-        per_group = prepared.seconds_per_group
+        """Run `total` work-groups (`items` work-items) of `prepared` on its packed record,
+        as the native policy says (`work_sharing`), and where it leaves the launch to
+        Python, as `_Device.settle` says."""
         device = _device
         if interrupts.pending():
             device.see_interrupt()
-        if _LED_SECONDS <= per_group * total < _JOINED_SECONDS and self.threads > 1 \
-                and error_record is None and not device.queue and 1 < total < 2**31:
-            if device.lead(prepared, packed, total, self.threads):
-                return
-            # No worker watches the mailbox. Where such launches come in a burst, wake
-            # them (or start them) for the next ones; this one runs as before.
-            now = time.perf_counter()
-            if now - device.last_unled < _BURST_SECONDS:
-                device.wake(self.threads)
-            device.last_unled = now
-        if 0 < per_group * total <= _CHUNK_SECONDS and per_group * total < _INLINE_SECONDS \
-                and error_record is None and not device.queue:
-            _run(prepared, packed, 0, total)   # the common short launch, in fewest steps
-            if prepared.uses_print:
-                device.printed = True
-            return
-        small = per_group * total < _INLINE_SECONDS if per_group else items <= _INLINE_ITEMS
-        if (small or total == 1 or self.threads == 1) and not device.queue:
-            if per_group or total == 1 or self.threads == 1:
-                device.run_inline(prepared, packed, total, error_record, races=races)
-                return
-            # A kernel's first launch, few work-items: its first group, run here, says
-            # whether the others are worth the other threads (each work-item may loop
-            # long).
-            device.run_inline(prepared, packed, 1, error_record, races=races)
-            if prepared.seconds_per_group * (total - 1) < _FIRST_LAUNCH_SECONDS:
-                device.run_inline(prepared, packed, total, error_record, first=1,
-                                  races=races)
-                return
-            device.submit(_Launch(prepared, packed, total, args, error_record, self,
-                                  self.threads, first=1, races=races))
-        else:
-            joined = not device.queue and 0 < per_group * total < _JOINED_SECONDS
-            device.submit(_Launch(prepared, packed, total, args, error_record, self,
-                                  self.threads, races=races))
-            if joined:
-                device.wait()
+        ran = device.mailbox.calls().launch(prepared.key, packed, total,
+                                            prepared.state_address, self.threads - 1)
+        device.settle(ran, prepared, packed, total, items, args, self, error_record, races)
 
     def fast_launcher(self, prepared: PreparedKernel, args):
         """`fire(args, n) -> bool` (`Backend.fast_launcher`) where every argument is a NumPy
         array or a scalar (not a struct or tuple: the launcher hands their leaves) and the
         kernel checks no accesses, else None: one generated function that checks the
         arguments' kinds as `argument_key` tells them apart, packs the record with one
-        `struct.pack` and runs the launch (`run_groups`); where the arrays are those it
-        packed last (checked natively, in the call that runs the launch:
-        `_fast_launcher`), it runs the same bytes again with this launch's scalars packed
-        in. It knows the ndranges, of any rank, `launch` has launched `prepared` over
+        `struct.pack` and runs the launch; where the arrays are those it packed last
+        (checked natively, in the call that runs the launch: `_fast_launcher`), it runs
+        the same bytes again with this launch's scalars packed in. It knows the
+        ndranges, of any rank, `launch` has launched `prepared` over
         (`prepared.geometry`), and for a kernel run regrouped, those of its versions;
         any other goes through `launch` first."""
         if prepared.fire is None:
-            mailbox = _device.mailbox
-            if not mailbox.ready and not mailbox.preparing:
-                # The process's first: the mailbox's functions (which its fast launcher
-                # calls) are compiled meanwhile, while this launch takes the general
-                # path; the next one waits for them (tens of milliseconds with an empty
-                # disk cache, as long as the kernel's own compilation).
-                mailbox.prepare_soon()
-                return None
             prepared.fire = (_regrouped_fire(self, prepared) if self._may_regroup(prepared)
                              else _fast_launcher(self, prepared, args)) or False
         return prepared.fire or None
@@ -547,29 +454,27 @@ def _regrouped_fire(backend: CPU, prepared: PreparedKernel):
 
 def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
     """See `CPU.fast_launcher`. It keeps what it packed last (`last`): the ndrange, the
-    arrays' fields, the bytes, and the bytes cut where the scalars go (`_spliced`). A
-    launch with the same ndrange and the same arrays (the same data address, shape,
+    arrays' fingerprint, the bytes, and the bytes cut where the scalars go (`_spliced`).
+    A launch with the same ndrange and the same arrays (the same data address, shape,
     strides unless C-ordered, element type and flags) runs those bytes again with its
     own scalars packed into them: users pass a new time step or coefficient each launch,
     and packing one is tens of nanoseconds. It holds no array.
 
-    Where the object layout is known (`argument_checks`), the arrays' fields are a
-    fingerprint that the native call that runs or leads the launch compares with the
-    arguments first (`Mailbox.call_if_same`, `lead_if_same`), and where they differ, the
-    launcher packs them anew (`packed_anew`) and runs the launch: one native call checks
-    and runs. Else it compares them in Python (`_python_fire`)."""
+    Where the object layout is known (`argument_checks`), the native call that runs the
+    launch (`launch_if_same`) compares the arrays with the fingerprint first, and where
+    they differ, the launcher packs them anew. Else it compares them in Python
+    (`_python_fire`)."""
     if prepared.debug:
         return None   # each launch has an error record of its own
     if not all(isinstance(argtype, (T.ArrayType, T.ScalarType)) for argtype in prepared.argtypes):
         return None   # a struct or tuple argument: `launch` packs its leaves
     names = [f"a{index}" for index in range(len(args))]
     device = _device
+    calls = device.mailbox.calls()
     namespace = {"ndarray": np.ndarray, "geometry": prepared.geometry, "pointer": data_pointer,
-                 "run": backend.run_groups, "prepared": prepared, "runtime": sys.modules[__name__],
-                 "device": device, "mailbox": device.mailbox, "running": running,
-                 "described": prepared.described, "clock": time.perf_counter, "struct": struct,
-                 "folded": _folded, "estimates": prepared.state, "state": prepared.state_address,
-                 "join": b"".join, "pending": interrupts.pending,
+                 "run": backend.run_groups, "prepared": prepared, "backend": backend,
+                 "settle": device.settle, "calls": calls,
+                 "state": prepared.state_address, "struct": struct, "join": b"".join,
                  "pack": packing_function(prepared.argtypes, names, _array_fields,
                                           {"pointer": data_pointer,
                                            "element_strides": element_strides},
@@ -606,25 +511,21 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
             kinds.append(None)
     scalar_checks = " and ".join(f"type({name}) is {name}_key" for name, _ in scalars)
     same += [scalar_checks] if scalars else []
-    fingerprint = argument_checks.fingerprint_source(device.mailbox.address, prepared.entry,
-                                                     names, kinds)
-    if fingerprint is not None:
-        device.mailbox.prepare()
-        if device.mailbox.matches is None:
-            fingerprint = None   # (the object layout is known, but compiled without it)
-        prepared.keep_policy(backend.threads)
     checked = f"if not ({' and '.join(checks) or 'True'}):\n"
     splice = _spliced(scalars)
+    fingerprint = argument_checks.fingerprint_source(prepared.key, names, kinds) \
+        if calls.launch_if_same is not None else None
     if fingerprint is not None:
         source = _native_fire(backend, prepared, names, checked,
                               f"n, {fingerprint}, {splice.cut}", splice, scalar_checks)
     else:
-        source = _python_fire(backend, prepared, names, checked,
-                              ", ".join(kept[:2] + [splice.cut] + kept[3:]),
+        source = _python_fire(names, checked, ", ".join(kept[:2] + [splice.cut] + kept[3:]),
                               " and ".join(same), splice)
     exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
          namespace)
     return namespace["make"]()
+
+
 @dataclass(frozen=True)
 class _Splice:
     """How a fast launcher packs a launch's scalars into the record it packed last:
@@ -670,130 +571,68 @@ def _packing(names: list[str] | None, checked: str, keep: str, indent: str) -> s
             f"{indent}{keep}\n")
 
 
-def _scalars_checked(names: list[str], splice: _Splice, scalar_checks: str) -> str:
-    """Lines of a fast launcher, before it runs the record it keeps, that unpack the
-    arguments and check the scalars' kinds (`scalar_checks`), where there are scalars."""
-    if splice.packing is None:
-        return ""
-    return (f"{unpacking_source(names, '        ')}"
-            f"        if not ({scalar_checks}):\n"
-            f"            return False\n")
-
-
 def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], checked: str,
                  kept: str, splice: _Splice, scalar_checks: str) -> str:
     """The source of a fast launcher whose arrays are compared natively, in the call
-    that runs or leads the launch (`_fast_launcher`): where they are the ones packed
-    last and the device is idle, a launch too short to share runs on this thread, and a
-    short one is led, as `run_groups` would run them, in fewer steps. (The first has
-    fewer than 2**31 groups, each taking far more than 8 us / 2**31: the untyped call
-    takes them.) Others go through `run_groups`.
+    that runs the launch (`_fast_launcher`). It keeps the two records packed last,
+    `last` and `other`, and where the arrays are not those of `last` it tries `other`
+    (`again`): a program that swaps two arrays from launch to launch (a stencil's input
+    and output, say) packs each once."""
+    scalars = "" if splice.packing is None else (
+        f"{unpacking_source(names, '        ')}"
+        f"        if not ({scalar_checks}):\n"
+        f"            return False\n"
+        f"        pieces = record[2]\n"
+        f"        packed = {splice.packing}\n")
+    done = "" if prepared.uses_print else f"        if ran == {Ran.RAN}:\n            return True\n"
 
-    It keeps the two records packed last, `last` and `other`, and where the arrays are
-    not those of `last` it tries `other` (`again`): a program that swaps two arrays
-    from launch to launch (a stencil's input and output, say) packs each once."""
-    printed = "                device.printed = True\n" if prepared.uses_print else ""
-
-    def attempt(otherwise: str, spliced: bool) -> str:
-        """Lines that run the launch of `record` (with this launch's scalars packed in,
-        where `spliced`), or `otherwise` where the arrays differ from its fingerprint:
-        where the mailbox has its timed calls, they keep the kernel's books natively
-        (`estimates` is its state, `state` the state's address); else the lines here
-        and `_Device.lead` do."""
-        if _device.mailbox.lead_timed is not None:
-            estimate = "estimates[0]"
-            inline = (f"                if not mailbox.call_timed(args, fingerprint, packed, "
-                      f"total,\n"
-                      f"                                          state):\n"
-                      f"                    {otherwise}\n")
-            lead = (f"            if estimate < runtime._JOINED_SECONDS and "
-                    f"device.sleeping < len(device.workers):\n"
-                    f"                led = mailbox.lead_timed(args, fingerprint, packed, total, "
-                    f"state)\n"
-                    f"                if led > 0:\n"
-                    f"{printed and '    ' + printed}"
-                    f"                    if led == 2:   # (see `_Device.lead`)\n"
-                    f"                        device.separate()\n"
-                    f"                    return True\n"
-                    f"                if led < 0:\n"
-                    f"                    {otherwise}\n")
-        else:
-            estimate = "prepared.seconds_per_group"
-            inline = (f"                running[0] = described\n"
-                      f"                call_if_same = mailbox.call_if_same\n"
-                      f"                start = clock()\n"
-                      f"                if not call_if_same(args, fingerprint, packed, 0, total):\n"
-                      f"                    {otherwise}\n"
-                      f"                seconds = clock() - start\n"
-                      f"                prepared.seconds_per_group = \\\n"
-                      f"                    folded(prepared.seconds_per_group, seconds / total)\n")
-            lead = (f"            if estimate < runtime._JOINED_SECONDS:\n"
-                    f"                led = device.lead(prepared, packed, total, "
-                    f"{backend.threads},\n"
-                    f"                                  args, fingerprint)\n"
-                    f"                if led:\n"
-                    f"                    return True\n"
-                    f"                if led is None:\n"
-                    f"                    {otherwise}\n")
-        packing = f"        pieces = record[2]\n        packed = {splice.packing}\n" \
-            if spliced and splice.packing is not None else ""
-        return (f"        fingerprint = record[1]\n"
-                f"        packed, total, items = record[-1]\n"
-                f"{packing}"
-                f"        estimate = {estimate} * total\n"
-                f"        if estimate and not device.queue:\n"
-                f"            if estimate < runtime._LED_SECONDS:\n"
-                f"{inline}"
-                f"{printed}"
-                f"                return True\n"
-                f"{lead if backend.threads > 1 else ''}"
-                f"        if not mailbox.matches(args, fingerprint):\n"
+    def attempt(otherwise: str) -> str:
+        """Lines that run the launch of `record`, or `otherwise` where the arrays differ
+        from its fingerprint."""
+        return (f"        packed, total, items = record[3]\n"
+                f"{scalars}"
+                f"        ran = calls.launch_if_same(args, record[1], packed, total, state, "
+                f"{backend.threads - 1})\n"
+                f"{done}"
+                f"        if ran == {Ran.DIFFERS}:\n"
                 f"            {otherwise}\n"
-                f"        run(prepared, packed, total, items, args)\n"
+                f"        settle(ran, prepared, packed, total, items, args, backend)\n"
                 f"        return True\n")
 
     keep = f"last, other = ({kept}, (packed, total, items)), previous"
-    scalars = _scalars_checked(names, splice, scalar_checks)
     return (f"def make():\n"
             f"    last = other = (None, None)\n"
             f"    def packed_anew(args, n, previous):\n"
             f"        nonlocal last, other\n"
             f"{_packing(names, checked, keep, '        ')}"
-            f"        record = last\n"
-            f"{attempt('return run(prepared, packed, total, items, args) or True', False)}"
+            f"        run(prepared, packed, total, items, args)\n"
+            f"        return True\n"
             f"    def again(args, n):\n"
             f"        nonlocal last, other\n"
             f"        first, record = last, other\n"
             f"        if record[0] != n:\n"
             f"            return packed_anew(args, n, first)\n"
             f"        last, other = record, first\n"
-            f"{scalars}"
-            f"{attempt('return packed_anew(args, n, first)', True)}"
+            f"{attempt('return packed_anew(args, n, first)')}"
             f"    def fire(args, n):\n"
             f"        record = last   # once: another thread may replace it\n"
             f"        if record[0] != n:\n"
             f"            return again(args, n)\n"
-            f"{scalars}"
-            f"{attempt('return again(args, n)', True)}"
+            f"{attempt('return again(args, n)')}"
             f"    return fire\n")
 
 
-def _python_fire(backend: CPU, prepared: PreparedKernel, names: list[str], checked: str,
-                 kept: str, same: str, splice: _Splice) -> str:
+def _python_fire(names: list[str], checked: str, kept: str, same: str,
+                 splice: _Splice) -> str:
     """The source of a fast launcher whose arrays are compared in Python, `same`
-    (`_fast_launcher`): as `_native_fire`'s, where the object layout is not known."""
-    printed = "                device.printed = True\n" if prepared.uses_print else ""
-    lead = (f"            if estimate < runtime._JOINED_SECONDS and "
-            f"device.lead(prepared, packed, total, {backend.threads}):\n"
-            f"                return True\n") if backend.threads > 1 else ""
+    (`_fast_launcher`), where the object layout is not known: it packs the record
+    where they differ and runs the launch as `CPU.run_groups` does."""
     packing = f"            pieces = record[2]\n            packed = {splice.packing}\n" \
         if splice.packing is not None else ""
     return (f"def make():\n"
             f"    last = (None, None)\n"
             f"    def fire(args, n):\n"
             f"        nonlocal last\n"
-            f"        if pending():   # (`launch` says what the interrupt cut short)\n"
-            f"            return False\n"
             f"        record = last   # once: another thread may replace it\n"
             f"{unpacking_source(names, '        ')}"
             f"        if {same}:\n"
@@ -801,18 +640,6 @@ def _python_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
             f"{packing}"
             f"        else:\n"
             f"{_packing(None, checked, f'last = ({kept}, (packed, total, items))', '            ')}"
-            f"        estimate = prepared.seconds_per_group * total\n"
-            f"        if estimate and not device.queue:\n"
-            f"            if estimate < runtime._LED_SECONDS:\n"
-            f"                running[0] = described\n"
-            f"                start = clock()\n"
-            f"                prepared.call(packed, 0, total)\n"
-            f"                seconds = clock() - start\n"
-            f"                prepared.seconds_per_group = \\\n"
-            f"                    folded(prepared.seconds_per_group, seconds / total)\n"
-            f"{printed}"
-            f"                return True\n"
-            f"{lead}"
             f"        run(prepared, packed, total, items, args)\n"
             f"        return True\n"
             f"    return fire\n")
@@ -880,37 +707,19 @@ def _host_views(args: tuple) -> tuple:
                  else host_array(arg) for arg in args)
 
 
-def _run(prepared: PreparedKernel, packed: bytes, first: int, end: int,
-         clock=time.perf_counter) -> None:
-    """Run work-groups [first, end) and fold their time by `clock` into the kernel's
-    estimate."""
-    running[0] = prepared.described   # for the fault handler (`fault.py`)
-    start = clock()
-    (prepared.call if end < SMALL_INT else prepared.function)(packed, first, end)
-    prepared.seconds_per_group = _folded(prepared.seconds_per_group,
-                                         (clock() - start) / (end - first))
-
-
-def _folded(estimate: float, per_group: float) -> float:
-    """A kernel's estimate of its time per group (0: none yet) after a run that took
-    `per_group`: the recent runs weigh most, and one run at most 4 times the estimate
-    (a run the system stopped for tens of microseconds says nothing of the kernel, and
-    would send a launch too short to share to the threads for the next launches)."""
-    if not estimate:
-        return per_group
-    return 0.75 * estimate + 0.25 * min(per_group, 4 * estimate)
-
-
 def _chunk_limit(prepared: PreparedKernel) -> int:
-    """The most work-groups of `prepared` one chunk may take (about `_CHUNK_SECONDS`);
-    one for a kernel not measured yet (its first chunk measures it)."""
-    per_group = prepared.seconds_per_group
-    return max(1, int(_CHUNK_SECONDS / per_group)) if per_group else 1
+    """The most work-groups of `prepared` one chunk may take (about `_CHUNK_NS`); one for
+    a kernel not measured yet (its first chunk measures it)."""
+    per_group = prepared.state.estimate
+    return max(1, int(_CHUNK_NS / per_group)) if per_group else 1
 
 
-def _check_error(prepared: PreparedKernel, error_record: np.ndarray,
-                 races: RaceDetector | None) -> BaseException:
-    """The error a launch's failed check recorded: a race, or an access out of bounds."""
+def _check_error(prepared: PreparedKernel, error_record: np.ndarray | None,
+                 races: RaceDetector | None) -> BaseException | None:
+    """The error a launch's failed check recorded (a race, or an access out of bounds), or
+    None."""
+    if error_record is None or error_record[0] == 0:
+        return None
     if races is not None and races.failed():
         return races.error()
     return out_of_bounds_error(prepared.name, prepared.compiled, error_record)
@@ -939,32 +748,10 @@ class _Launch:
     races: RaceDetector | None = None   # its race detector, in race mode
     cut_short: bool = False    # it ran while an interrupt stopped kernels (`interrupts`)
 
-    def run_chunk(self, first: int, end: int) -> None:
-        # Timed by the thread's CPU time: after the call, the thread waits for the GIL
-        # while the others hand out their chunks (for milliseconds where they loop in
-        # Python), and that wait, timed, would make the kernel look slow to every
-        # later launch. (0.5 us a call, where a chunk takes at least ten.)
-        _run(self.prepared, self.packed, first, end, time.thread_time)
-
-    def share(self, first: int, end: int, mailbox: Mailbox) -> bool:
-        """Run groups [first, end) as a led launch (`Mailbox.lead`): natively shared with
-        the threads that serve the mailbox (the idle workers, and a thread in `wait`),
-        in claims that need no Python between them; False where another thread leads
-        (nothing ran). Timed like a chunk, by this thread's own groups."""
-        prepared = self.prepared
-        per_group = prepared.seconds_per_group
-        running[0] = prepared.described   # for the fault handler (`fault.py`)
-        start = time.thread_time()
-        ran = mailbox.lead(prepared.entry, self.packed, end,
-                           int(_LED_CHUNK_SECONDS / per_group) + 1, self.threads - 1, first)
-        if ran > 0:
-            prepared.seconds_per_group = _folded(per_group, (time.thread_time() - start) / ran)
-        return ran >= 0
-
     def failed(self) -> bool:
         return self.error_record is not None and self.error_record[0] != 0
 
-    def error(self) -> BaseException:
+    def error(self) -> BaseException | None:
         return _check_error(self.prepared, self.error_record, self.races)
 
 
@@ -976,8 +763,8 @@ class _Device:
     work-groups from the launch at the head of the queue, and whoever finishes its last
     chunk retires it. The waiting thread starts on the work at once, while the workers
     are still waking up. Once a kernel's time is known, the thread that takes a chunk
-    takes the rest of the launch (up to `_CHUNK_SECONDS` a thread) and leads it through
-    the mailbox (`work_sharing`), where the other threads join it natively: between a
+    takes the rest of the launch (up to `_CHUNK_NS` a thread) and leads it through the
+    mailbox (`work_sharing`), where the other threads join it natively: between a
     launch's claims there is no Python, no lock and no GIL (handed out in Python, the
     chunks of a 10M-element saxpy on 2 threads cost it 3-9%). Workers are started as
     launches ask for them, never more than the largest `threads` of a backend less
@@ -1003,103 +790,75 @@ class _Device:
         self.mailbox = Mailbox()
         self.sleeping = 0             # workers waiting for a notification
         self.waiting = 0              # threads in `wait` waiting for one
-        self.last_unled = 0.0         # when a launch that could be led last was not
+        self.last_unled = 0           # when a launch that could be led last was not (ns)
         # Workers kept off a leader's core while they watch (`separate`): their native
         # thread id -> the cores they ran on before, given back when they go to sleep.
         self.separated: dict[int, set] = {}
-        self._spin = None
 
-    def spin(self):
-        """The native spin wait (see `work`), set up on first use."""
-        if self._spin is None:
-            from .target import spin_while_equal_address
-            self._spin = _SPIN_FUNCTION(spin_while_equal_address())
-        return self._spin
+    def settle(self, ran: int, prepared: PreparedKernel, packed: bytes, total: int,
+               items: int, args, backend: CPU, error_record=None,
+               races: RaceDetector | None = None) -> None:
+        """Finish a launch the native policy answered `ran` (a `work_sharing.Ran`) for:
+        run what it left (a kernel's first launches; launches too long to run at once,
+        queued; one thread's long launches, in chunks), and keep the books of what it
+        ran."""
+        if Ran.RAN <= ran <= Ran.ALONE:
+            if prepared.uses_print:
+                self.printed = True
+            if ran == Ran.LED_BESIDE:
+                self.separate()
+            elif ran == Ran.ALONE:
+                self.unled(backend.threads)
+            error = _check_error(prepared, error_record, races)
+            if error is not None:
+                raise error
+            return
+        launch = _Launch(prepared, packed, total, args, error_record, backend,
+                         backend.threads, races=races)
+        if ran == Ran.UNSHARED:
+            self.unled(backend.threads)
+            self.submit(launch)
+            self.wait()   # (this thread is awake and joins in: the launch is short)
+            return
+        measured = prepared.state.estimate > 0
+        if self.queue or not (backend.threads == 1 or total == 1 or
+                              not measured and items <= _INLINE_ITEMS):
+            self.submit(launch)
+        elif measured or total == 1 or backend.threads == 1:
+            self.run_inline(prepared, packed, total, error_record, races=races)
+        else:
+            # A kernel's first launch, few work-items: its first group, run here, says
+            # whether the others are worth the other threads (each work-item may loop
+            # long).
+            self.run_inline(prepared, packed, 1, error_record, races=races)
+            if prepared.state.estimate * (total - 1) < _FIRST_LAUNCH_NS:
+                self.run_inline(prepared, packed, total, error_record, first=1, races=races)
+            else:
+                self.submit(replace(launch, first=1))
+
+    def unled(self, threads: int) -> None:
+        """A launch that could have been led was not: no worker watched the mailbox.
+        Where such launches come in a burst, wake the workers (or start them) for the
+        next ones."""
+        now = time.monotonic_ns()
+        if now - self.last_unled < _BURST_NS:
+            self.wake(threads)
+        self.last_unled = now
 
     def submit(self, launch: _Launch) -> None:
         launch.chunk = max(1, launch.groups // (launch.threads * _SMALLEST_CHUNKS))
-        per_group = launch.prepared.seconds_per_group
+        per_group = launch.prepared.state.estimate
         if per_group:
-            launch.chunk = max(launch.chunk, int(_SHORTEST_CHUNK_SECONDS / per_group))
+            launch.chunk = max(launch.chunk, int(_SHORTEST_CHUNK_NS / per_group))
         with self.condition:
             if not self.queue:
                 self.next_group = launch.first
             self.queue.append(launch)
+            self.mailbox.words.queued = len(self.queue)
             self.submissions[0] += 1
             if len(self.workers) < launch.threads - 1:
                 self.start(launch.threads - 1)
             self.condition.notify_all()
-
-    def lead(self, prepared: PreparedKernel, packed: bytes, groups: int, threads: int,
-             args: tuple | None = None, fingerprint: bytes | None = None) -> bool | None:
-        """Run a launch on the calling thread, sharing its groups natively with up to
-        `threads` - 1 workers that are awake (`work_sharing`), if the device is idle and
-        a worker is awake; False where not (the caller then runs the launch as before).
-        Given the launch's `args` and the `fingerprint` of those `packed` was packed
-        from (`argument_checks`), it leads only where they match, and returns None
-        where they do not (nothing ran).
-
-        Like a launch run inline, a led one is in no queue: it ends before its launch
-        returns, and every launch queued before it (by this thread or one this thread
-        waited for) ended before it started; a launch another thread queues meanwhile
-        may run beside it, as two launches from two threads may. The workers serve the
-        mailbox without the GIL or the device's lock, and nothing in Python has to be
-        undone if a KeyboardInterrupt comes."""
-        mailbox = self.mailbox
-        if self.queue or self.sleeping >= len(self.workers) or not mailbox.ready or \
-                not 1 < groups < SMALL_INT:
-            # No worker would come soon (they sleep, there are none yet, or they have
-            # not compiled the mailbox's functions yet).
-            return False
-        # The claims are guided (a share of what is left); the last are chunks of about
-        # `_LED_CHUNK_SECONDS`.
-        per_group = prepared.seconds_per_group
-        chunk = min(int(_LED_CHUNK_SECONDS / per_group) + 1, groups)
-        running[0] = prepared.described   # for the fault handler (`fault.py`)
-        prepared.leads += 1
-        timed = not prepared.leads % _TIMED_LEADS
-        if not prepared.leads % _PROBED_LEADS and per_group * groups < _PROBED_SECONDS:
-            # Near the line between running here and leading: time this one on this
-            # thread alone (a led launch's time, the sharing included, would keep
-            # such a launch led).
-            if fingerprint is None:
-                _run(prepared, packed, 0, groups)
-            else:
-                start = time.perf_counter()
-                if not mailbox.call_if_same(args, fingerprint, packed, 0, groups):
-                    prepared.leads -= 1   # (not a launch of these arguments)
-                    return None
-                prepared.seconds_per_group = _folded(per_group,
-                                                     (time.perf_counter() - start) / groups)
-            if prepared.uses_print:
-                self.printed = True
-            return True
-        if timed:
-            start = time.perf_counter()
-        if fingerprint is None:
-            ran = mailbox.lead(prepared.entry, packed, groups, chunk, threads - 1)
-        else:
-            ran = mailbox.lead_if_same(args, fingerprint, packed, 0, groups, chunk,
-                                       threads - 1)
-        if ran == -2:
-            prepared.leads -= 1   # they differ: not a launch of these arguments
-            return None
-        if ran < 0:
-            return False   # another thread leads
-        if timed and ran:
-            # The leader ran chunks from the start until none was left (then waited
-            # at most a chunk's time): its own time per group, as one of the threads.
-            prepared.seconds_per_group = _folded(per_group,
-                                                 (time.perf_counter() - start) / ran)
-        if prepared.uses_print:
-            self.printed = True
-        if ran == groups and mailbox.watching and _sched_getcpu is not None and \
-                mailbox.core == _sched_getcpu():
-            # A worker watched, took no group and last ran on this thread's core: it
-            # waits for this core, and the system leaves it there (for seconds, seen on
-            # a 2-core machine, the other core idle).
-            self.separate()
-        return True
 
     def separate(self) -> None:
         """Keep the workers off the core the calling thread runs on, on the others they
@@ -1123,12 +882,13 @@ class _Device:
                 pass   # (it ended, or the system refuses)
         self.mailbox.forget_core()
 
+
     def wake(self, threads: int) -> None:
         """Wake the sleeping workers, and start those a backend of `threads` asks for that
         were never started (launches too short to be queued start none): they watch the
         mailbox for a while."""
         if self.sleeping or len(self.workers) < threads - 1:
-            watching = self.mailbox.watching
+            watching = self.mailbox.words.watching
             with self.lock:
                 if len(self.workers) < threads - 1:
                     self.start(threads - 1)
@@ -1138,36 +898,29 @@ class _Device:
             # the GIL back first, and the worker wait for Python's switch interval (5 ms).
             # So this thread waits for it without the GIL, and awake: a thread that
             # sleeps here could be woken on the core the worker now runs on, and the
-            # two share one core for milliseconds.
-            if self._spin is not None:
-                self._spin(self.mailbox.watching_address, watching, _WAKE_NANOSECONDS)
-            else:
-                time.sleep(1e-4)   # a new worker compiles the spin wait (see `Mailbox`)
+            self.mailbox.calls().spin(self.mailbox.watching_address, watching, _WAKE_NS)
 
     def run_inline(self, prepared: PreparedKernel, packed: bytes, groups: int,
                    error_record: np.ndarray | None, first: int = 0,
                    races: RaceDetector | None = None) -> None:
         """Run a launch's groups [first, groups) on the calling thread, now (the queue is
-        empty): in one call where it is known to be short, else in chunks, between which
-        Python sees Ctrl-C."""
-        per_group = prepared.seconds_per_group
-        if groups - first == 1 or (per_group and per_group * (groups - first) <= _CHUNK_SECONDS):
-            _run(prepared, packed, first, groups)
-        else:
-            try:
-                while first < groups:
-                    end = min(groups, first + _chunk_limit(prepared))
-                    _run(prepared, packed, first, end)
-                    first = end
-                    if error_record is not None and error_record[0] != 0:
-                        break   # a check failed: the launch stops there
-            except KeyboardInterrupt as interrupt:
-                _abandoned(interrupt, [prepared.name])
-                raise
+        empty), in chunks of about `_CHUNK_NS`, between which Python sees Ctrl-C."""
+        run = self.mailbox.calls().run
+        try:
+            while first < groups:
+                end = min(groups, first + _chunk_limit(prepared))
+                run(prepared.key, packed, first, end, prepared.state_address)
+                first = end
+                if error_record is not None and error_record[0] != 0:
+                    break   # a check failed: the launch stops there
+        except KeyboardInterrupt as interrupt:
+            _abandoned(interrupt, [prepared.name])
+            raise
         if prepared.uses_print:
             self.printed = True
-        if error_record is not None and error_record[0] != 0:
-            raise _check_error(prepared, error_record, races)
+        error = _check_error(prepared, error_record, races)
+        if error is not None:
+            raise error
 
     def finish(self, launch: _Launch) -> None:
         if launch.prepared.uses_print:
@@ -1204,15 +957,11 @@ class _Device:
                     # and help with a chunk led meanwhile (`run_a_chunk`), back in Python
                     # after each (a KeyboardInterrupt is seen in between).
                     seen = int(self.retired[0])
-                    served = False
                     self.condition.release()
                     try:
-                        if self.mailbox.ready:
-                            served = self.mailbox.serve(self.retired_address, seen,
-                                                        _SPIN_NANOSECONDS, once=True)
-                            self.mailbox.forget_core()   # (it is not a worker)
-                        else:
-                            self.spin()(self.retired_address, seen, _SPIN_NANOSECONDS)
+                        served = self.mailbox.serve(self.retired_address, seen, _SPIN_NS,
+                                                    once=True)
+                        self.mailbox.forget_core()   # (it is not a worker)
                     finally:
                         self.condition.acquire()
                     if not served and self.queue and int(self.retired[0]) == seen:
@@ -1256,11 +1005,11 @@ class _Device:
 
     def work(self) -> None:
         """Run chunks; when there are none, serve the mailbox and watch for the next
-        submission for about `_SERVE_NANOSECONDS` in native code (without the GIL, without
+        submission for about `_SERVE_NS` in native code (without the GIL, without
         sleeping: launches that follow each other start on every thread at once), then
         sleep until notified."""
         word = self.submissions.ctypes.data
-        self.spin()   # for `wait`, compiled here: see `Mailbox`
+        self.mailbox.calls()   # (compiled before the lock is taken)
         with self.condition:
             while True:
                 if self.run_a_chunk():
@@ -1268,7 +1017,7 @@ class _Device:
                 seen = int(self.submissions[0])
                 self.condition.release()
                 try:
-                    self.mailbox.serve(word, seen, _SERVE_NANOSECONDS)
+                    self.mailbox.serve(word, seen, _SERVE_NS)
                 finally:
                     self.condition.acquire()
                 if int(self.submissions[0]) == seen:
@@ -1292,25 +1041,28 @@ class _Device:
                 self.running >= launch.threads:
             return False
         first = self.next_group
-        limit = _chunk_limit(launch.prepared)
-        shared = launch.threads > 1 and launch.prepared.seconds_per_group > 0 and \
-            self.mailbox.ready and launch.groups < SMALL_INT
+        prepared = launch.prepared
+        limit = _chunk_limit(prepared)
+        shared = launch.threads > 1 and prepared.state.estimate > 0 and launch.groups < 2**31
         if shared:
-            # The rest of the launch, up to `_CHUNK_SECONDS` on each thread, led by this
-            # one: the others join it natively (`Mailbox.serve`).
+            # The rest of the launch, up to `_CHUNK_NS` on each thread, led by this one:
+            # the others join it natively (`Mailbox.serve`).
             end = min(first + limit * launch.threads, launch.groups)
         else:
             # Guided: a share of what is left, so that the first chunks are large (few
             # hand-offs) and the last ones small (the threads finish together); never
-            # longer than `_CHUNK_SECONDS`.
+            # longer than `_CHUNK_NS`.
             share = (launch.groups - first) // (2 * launch.threads)
             end = min(first + min(max(launch.chunk, share), limit), launch.groups)
         self.next_group = end
         self.running += 1
         self.condition.release()
         try:
-            if not (shared and launch.share(first, end, self.mailbox)):
-                launch.run_chunk(first, end)
+            calls = self.mailbox.calls()
+            # (a led chunk returns -1 where another thread leads: it runs here then)
+            if not (shared and calls.share(prepared.key, launch.packed, first, end,
+                                           prepared.state_address, launch.threads - 1) >= 0):
+                calls.run(prepared.key, launch.packed, first, end, prepared.state_address)
         except Exception as error:  # reported on synchronize, never lost
             launch.exception = error
         finally:  # also when a KeyboardInterrupt reaches the waiting thread here
@@ -1325,6 +1077,7 @@ class _Device:
         """The head launch is done (called holding the lock): the next one starts."""
         self.finish(launch)
         self.queue.popleft()
+        self.mailbox.words.queued = len(self.queue)
         self.next_group = self.queue[0].first if self.queue else 0
         self.retired[0] += 1
         if self.queue:

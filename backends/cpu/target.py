@@ -178,31 +178,6 @@ def _check_resolvable(needed, kernel: str) -> None:
 
 _loader = _Loader()
 
-_SPIN = """
-{relax_definition}
-{clock_definition}
-define i64 @kernelkit_spin_while_equal(ptr %word, i64 %value, i64 %nanoseconds) nounwind {{
-entry:
-  %start = call i64 @now_ns()
-  br label %loop
-loop:
-  %spins = phi i64 [ 0, %entry ], [ %spins.next, %wait ]
-  %seen = load atomic i64, ptr %word acquire, align 8
-  %changed = icmp ne i64 %seen, %value
-  br i1 %changed, label %done, label %wait
-wait:
-  %ignored.gave = call i1 @relax(i64 %spins)
-  %spins.next = add i64 %spins, 1
-  %now = call i64 @now_ns()
-  %spent = sub i64 %now, %start
-  %over = icmp uge i64 %spent, %nanoseconds
-  br i1 %over, label %done, label %loop
-done:
-  ret i64 %seen
-}}
-"""
-
-
 _RELAX = """
 {pause_declaration}
 {yield_declaration}
@@ -304,16 +279,6 @@ def with_relax(template: str, triple: str | None = None, **fields) -> str:
                      "  ret i64 %wide") if linux else "ret i64 -1")
     return template.format(relax_definition=relax, core_definition=core,
                            clock_definition=_clock_definition(), **fields)
-
-
-@functools.lru_cache(maxsize=1)
-def spin_while_equal_address() -> int:
-    """The address of `i64 spin(ptr word, i64 value, i64 nanoseconds)`: native code that
-    watches `*word` until it differs from `value` or `nanoseconds` have passed, and
-    returns what it saw. Called through ctypes, it waits without the GIL and
-    without going to sleep, so a worker thread picks up the next launch at once."""
-    from kernelkit.compiler.native import host_functions
-    return host_functions(with_relax(_SPIN), {})["kernelkit_spin_while_equal"]
 
 
 __all__ = ["CPUTarget"]

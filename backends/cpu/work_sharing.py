@@ -1,95 +1,146 @@
-"""Native work sharing: a launch's work-groups run on the calling thread and on the
-worker threads that are awake, handed out without Python, without the GIL and without
-a lock.
+"""The native side of a CPU launch: the policy that runs a short launch on the calling
+thread or shares it with the awake workers, and the sharing itself, without Python,
+without the GIL and without a lock.
 
-A worker that has no work watches, in native code (`serve`), two words: the device's
-submissions (a launch queued in Python: it returns to take it) and a mailbox where a
-thread posts the launch, or the range of a queued launch's groups, it leads (`lead`):
-the thread that launches, or the one that takes a queued launch (the thread waiting for
-it serves the mailbox too). The leader writes the kernel's entry point, its argument
-record, the range of work-groups and a chunk size into the
-mailbox, opens it, and takes chunks of groups from the front of the range not yet
-handed out, as the workers that see the post do from its back; each adds the groups it
-ran to a counter. When the range is empty the leader waits for the groups
-others are running, closes the mailbox and returns: a worker still inside may hold the
-record's address, but it runs a chunk only after it claimed one, and none is left. The
-next post waits until no worker is inside (one that finds the range empty leaves at
-once), so none claims a chunk of it with an earlier post's record. A launch of a few
-microseconds is thus
-shared by every awake thread at the cost of a few atomic operations, where a hand-off
-through Python costs tens of microseconds.
+`launch` is where the policy lives. Given a launch's record and its kernel's `State` (the
+kernel's measured nanoseconds per work-group, folded in by every timed run), where the
+device has nothing queued it
+  - runs a launch estimated under `LED_NS` on the calling thread, timed;
+  - leads one under `JOINED_NS` (below), where a worker watches the mailbox and the
+    backend has threads to spare: the calling thread runs chunks of it with the workers.
+    One such launch in `PROBED_LEADS` estimated under `PROBED_NS` runs on the calling
+    thread alone instead, timed: where sharing is not worth it, its time shared (the
+    hand-over included) would make the estimate say it is;
+  - runs one it could have led but nobody watches on the calling thread where it is
+    estimated under `INLINE_NS`;
+and leaves the rest to the Python runtime (`runtime.py`): a kernel not measured yet, and
+launches long enough to be queued for the worker threads in chunks, each of which runs
+through `run` or, once measured, `share`. Its answer is a `Ran` value.
 
-The mailbox is 24 int64 words, in three cache lines (the two counters every chunk
-updates each on a line of its own, so threads taking chunks do not contend for the
-line the others read):
-    0: sequence: odd while a launch is posted (open), even otherwise
-    1: entry point   2: argument record   3: work-groups posted   4: chunk (groups)
-    5: workers inside (they add 1 before they read a post and take it back after)
-    6: seats: how many more workers may take part (the launching backend's threads,
-       less the leader)
-    7: twice the launching backend's threads
-    8: the groups left to hand out, [front, back): back << 32 | front. The leader takes
-       chunks from the front, the workers from the back (each claim a compare-and-
-       swap), so from one launch to the next each thread tends to run the same groups,
-       whose data its cache still holds (as a static schedule would), and whoever is
-       faster takes more. A claim is guided: the groups left over word 7, and at least
-       the chunk, so a launch is handed out in a few claims per thread (each moves
-       the line between the cores) and still ends in small ones (the threads finish
-       together).
-    12: the workers watching the mailbox (in `serve`)
-    13: 1 while a thread leads: another thread that would lead at the same time does
-        not (it runs its launch as if no worker were awake)
-    14: the core a watching worker ran on when it last gave its core away (-1: not
-        known): the leader compares it with its own (`_Device.lead`)
-    16: the groups that have run
-A worker enters (word 5), reads the post, and runs it only if the sequence is still the
-odd one it saw and it got a seat; a post waits for word 5 to come back to 0 before it
-writes. Only one launch is posted at a time (word 13)."""
+The mailbox (`Words`) is where a leader posts a launch's range of work-groups. A worker
+that has no work watches, in native code (`serve`), two words: the device's submissions
+(a launch queued in Python: it returns to take it) and the mailbox's sequence. The leader
+writes the kernel's entry point, its record, the range and a chunk size into the
+mailbox, opens it, and takes chunks from the front of the range, as the workers that see
+the post do from its back; each adds the groups it ran to a counter. When the range is
+empty the leader waits for the groups others are running, closes the mailbox and
+returns: a worker still inside may hold the record's address, but it runs a chunk only
+after it claimed one, and none is left. The next post waits until no worker is inside,
+so none claims a chunk of it with an earlier post's record. A launch of a few
+microseconds is thus shared by every awake thread at the cost of a few atomic
+operations, where a hand-off through Python costs tens of microseconds.
+
+Every layout the native code reads is a `ctypes.Structure` here (`Words`, `State`,
+`Key`), and the IR text takes its offsets from them: `{words.left.offset}`."""
 from __future__ import annotations
 
 import ctypes
+import enum
 import functools
-import struct
-import sys
 import threading
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import argument_checks, interrupts
-from .calls import (
-    C_API,
-    CALLS_WIDEN_INTS,
-    FAST_CALL_DECLARATIONS,
-    SMALL_INT,
-    fast_call_function,
-    fast_call_source,
-    untyped,
-)
+from .argument_checks import Key
+from .calls import C_API, FAST_CALL_DECLARATIONS, fast_call_function, fast_call_source
 
-MAILBOX_WORDS = 24
-PREEMPTED_GAP_NANOSECONDS = 40_000
+_i64 = ctypes.c_int64
+
+LED_NS = 8_000
+"""A launch estimated to take at least this long on one thread is shared (led)."""
+JOINED_NS = 2_000_000
+"""... and at most this long: a longer one is queued for the worker threads, in chunks."""
+INLINE_NS = 200_000
+"""A launch that is not shared runs on the calling thread where it is estimated under
+this: handing it to other threads costs about as much."""
+PROBED_NS = 2 * LED_NS
+PROBED_LEADS = 64
+"""Not more often than this: a launch worth sharing runs slower alone (a 100k-element
+saxpy, 12 us alone and 7 us shared, is near the line on 2 cores)."""
+LED_CHUNK_NS = 500
+"""The last claims of a led launch take about this long: the threads finish together."""
+POLICY = dict(led_ns=LED_NS, joined_ns=JOINED_NS, inline_ns=INLINE_NS, probed_ns=PROBED_NS,
+              probed_leads=PROBED_LEADS, led_chunk_ns=LED_CHUNK_NS)
+"""The policy's words in the mailbox (`Words`), which the native code reads."""
+PREEMPTED_GAP_NS = 40_000
 """A gap this long between two looks of a worker that watches the mailbox is a time the
 system ran another thread on its core: it does not count as time spent watching."""
-_WATCHING = 12   # the word that counts the workers in `serve`
-_CORE = 14       # the core a watching worker last ran on
 
-_LEAD = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64,
-                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
-_SERVE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                          ctypes.c_int64, ctypes.c_bool)
+
+class Ran(enum.IntEnum):
+    """What `launch` did."""
+
+    DIFFERS = -2    # `launch_if_same`: the arguments are not those fingerprinted
+    LEFT = 0        # nothing: the Python runtime runs it
+    RAN = 1         # ran it here, or led it
+    LED_BESIDE = 2  # led it, and the worker that watched took no group and last ran on
+    #                 this core: it waits for this core (`runtime._Device.separate`)
+    ALONE = 3       # ran it here where it could have been led: no worker watched
+    UNSHARED = 4    # could have been led, no worker watched, too long to run here: left
+
+
+class Words(ctypes.Structure):
+    """The mailbox: three cache lines, the two counters every chunk updates each on a line
+    of its own, so threads taking chunks do not contend for the line the others read."""
+
+    _fields_ = [
+        ("sequence", _i64),   # odd while a launch is posted (open), even otherwise
+        ("entry", _i64), ("record", _i64), ("groups", _i64), ("chunk", _i64),
+        ("inside", _i64),     # workers reading a post (they take it back after)
+        ("seats", _i64),      # how many more workers may join (the backend's threads - 1)
+        ("divisor", _i64),    # twice the launching backend's threads
+        # The groups left to hand out, [front, back): back << 32 | front. The leader
+        # takes chunks from the front, the workers from the back (each claim a compare-
+        # and-swap), so from one launch to the next each thread tends to run the same
+        # groups, whose data its cache still holds, and whoever is faster takes more. A
+        # claim is guided: the groups left over `divisor`, at least the chunk.
+        ("left", _i64),
+        ("queued", _i64),     # launches queued in Python (`runtime._Device.queue`)
+        ("watching", _i64),   # workers in `serve`
+        ("leader", _i64),     # 1 while a thread leads: another does not
+        ("core", _i64),       # where a watching worker last gave its core away; -1
+        ("_line_two", _i64 * 3),
+        ("done", _i64),       # the groups that have run
+        ("_line_three", _i64 * 7),
+        # The policy, in nanoseconds (the module's constants; a test may change them)
+        ("led_ns", _i64), ("joined_ns", _i64), ("inline_ns", _i64), ("probed_ns", _i64),
+        ("probed_leads", _i64), ("led_chunk_ns", _i64), ("_line_four", _i64 * 2)]
+
+
+class State(ctypes.Structure):
+    """A kernel's books, kept by the native calls that run it."""
+
+    _fields_ = [("estimate", ctypes.c_double),   # nanoseconds per work-group; 0: not yet
+                ("leads", _i64),                 # how many of its launches were led
+                ("description", _i64),           # its `fault.description`'s address
+                ("running", _i64)]               # the address of `fault.running`
+
 
 _SOURCE = """
 {relax_definition}
 {core_definition}
 {clock_definition}
 
+define private ptr @field(ptr %base, i64 %offset) alwaysinline nounwind {{
+start:
+  %address = getelementptr i8, ptr %base, i64 %offset
+  ret ptr %address
+}}
+
+define private double @policy(ptr %mailbox, i64 %offset) alwaysinline nounwind {{
+start:
+  %word = getelementptr i8, ptr %mailbox, i64 %offset
+  %value = load i64, ptr %word, align 8
+  %seconds = sitofp i64 %value to double
+  ret double %seconds
+}}
+
 define private i64 @share(ptr %mailbox, ptr %entry, ptr %record, i64 %chunk,
                           i1 %from.back) nounwind {{
 start:
-  %divisor.word = getelementptr i64, ptr %mailbox, i64 7
-  %left = getelementptr i64, ptr %mailbox, i64 8
-  %done = getelementptr i64, ptr %mailbox, i64 16
+  %divisor.word = call ptr @field(ptr %mailbox, i64 {words.divisor.offset})
+  %left = call ptr @field(ptr %mailbox, i64 {words.left.offset})
+  %done = call ptr @field(ptr %mailbox, i64 {words.done.offset})
   %divisor = load atomic i64, ptr %divisor.word seq_cst, align 8
   br label %take
 take:
@@ -135,13 +186,17 @@ out:
   ret i64 %ran
 }}
 
+; Groups [first, end) of the kernel `key` names, posted for up to `helpers` workers, in
+; claims of at least `chunk`: the groups this thread ran, once all have run, or -1 at
+; once where another thread leads.
 define i64 @kernelkit_lead(ptr %key, ptr %record, i64 %first, i64 %end, i64 %chunk,
                            i64 %helpers) nounwind {{
 start:
-  %mailbox = load ptr, ptr %key, align 8
-  %entry.in.key = getelementptr ptr, ptr %key, i64 1
+  %mailbox.in.key = call ptr @field(ptr %key, i64 {key.mailbox.offset})
+  %mailbox = load ptr, ptr %mailbox.in.key, align 8
+  %entry.in.key = call ptr @field(ptr %key, i64 {key.entry.offset})
   %entry = load ptr, ptr %entry.in.key, align 8
-  %leader = getelementptr i64, ptr %mailbox, i64 13
+  %leader = call ptr @field(ptr %mailbox, i64 {words.leader.offset})
   %claim = cmpxchg ptr %leader, i64 0, i64 1 seq_cst seq_cst
   %alone = extractvalue {{ i64, i1 }} %claim, 1
   br i1 %alone, label %post, label %busy
@@ -149,14 +204,14 @@ busy:
   ret i64 -1
 post:
   call void @vacated(ptr %mailbox)
-  %entry.word = getelementptr i64, ptr %mailbox, i64 1
-  %record.word = getelementptr i64, ptr %mailbox, i64 2
-  %groups.word = getelementptr i64, ptr %mailbox, i64 3
-  %chunk.word = getelementptr i64, ptr %mailbox, i64 4
-  %left = getelementptr i64, ptr %mailbox, i64 8
-  %done = getelementptr i64, ptr %mailbox, i64 16
-  %seats = getelementptr i64, ptr %mailbox, i64 6
-  %divisor.word = getelementptr i64, ptr %mailbox, i64 7
+  %entry.word = call ptr @field(ptr %mailbox, i64 {words.entry.offset})
+  %record.word = call ptr @field(ptr %mailbox, i64 {words.record.offset})
+  %groups.word = call ptr @field(ptr %mailbox, i64 {words.groups.offset})
+  %chunk.word = call ptr @field(ptr %mailbox, i64 {words.chunk.offset})
+  %left = call ptr @field(ptr %mailbox, i64 {words.left.offset})
+  %done = call ptr @field(ptr %mailbox, i64 {words.done.offset})
+  %seats = call ptr @field(ptr %mailbox, i64 {words.seats.offset})
+  %divisor.word = call ptr @field(ptr %mailbox, i64 {words.divisor.offset})
   store atomic i64 %helpers, ptr %seats seq_cst, align 8
   %threads = add i64 %helpers, 1
   %divisor = shl i64 %threads, 1
@@ -181,8 +236,8 @@ post:
 
 define private void @finish(ptr %mailbox) nounwind {{
 start:
-  %groups.word = getelementptr i64, ptr %mailbox, i64 3
-  %done = getelementptr i64, ptr %mailbox, i64 16
+  %groups.word = call ptr @field(ptr %mailbox, i64 {words.groups.offset})
+  %done = call ptr @field(ptr %mailbox, i64 {words.done.offset})
   %groups = load atomic i64, ptr %groups.word seq_cst, align 8
   br label %finishing
 finishing:
@@ -205,7 +260,7 @@ close:
 ; a post replace the one they read.
 define private void @vacated(ptr %mailbox) nounwind {{
 start:
-  %inside = getelementptr i64, ptr %mailbox, i64 5
+  %inside = call ptr @field(ptr %mailbox, i64 {words.inside.offset})
   br label %leaving
 leaving:
   %spins = phi i64 [ 0, %start ], [ %spins.next, %wait.leave ]
@@ -220,16 +275,20 @@ out:
   ret void
 }}
 
+; Run what is posted, and watch for more for `nanoseconds` after the last (a time the
+; system ran other threads does not count): 1 where the word at `submissions` changed
+; from `seen` (a launch was queued in Python), or `once` a post was served, 0 after the
+; time passed with nothing.
 define i64 @kernelkit_serve(ptr %mailbox, ptr %submissions, i64 %seen,
                             i64 %nanoseconds, i1 %once) nounwind {{
 start:
-  %entry.word = getelementptr i64, ptr %mailbox, i64 1
-  %record.word = getelementptr i64, ptr %mailbox, i64 2
-  %chunk.word = getelementptr i64, ptr %mailbox, i64 4
-  %inside = getelementptr i64, ptr %mailbox, i64 5
-  %seats = getelementptr i64, ptr %mailbox, i64 6
-  %watching = getelementptr i64, ptr %mailbox, i64 12
-  %core.word = getelementptr i64, ptr %mailbox, i64 14
+  %entry.word = call ptr @field(ptr %mailbox, i64 {words.entry.offset})
+  %record.word = call ptr @field(ptr %mailbox, i64 {words.record.offset})
+  %chunk.word = call ptr @field(ptr %mailbox, i64 {words.chunk.offset})
+  %inside = call ptr @field(ptr %mailbox, i64 {words.inside.offset})
+  %seats = call ptr @field(ptr %mailbox, i64 {words.seats.offset})
+  %watching = call ptr @field(ptr %mailbox, i64 {words.watching.offset})
+  %core.word = call ptr @field(ptr %mailbox, i64 {words.core.offset})
   %ignored.watch = atomicrmw add ptr %watching, i64 1 seq_cst
   %first.core = call i64 @core()
   store atomic i64 %first.core, ptr %core.word seq_cst, align 8
@@ -294,7 +353,7 @@ idle.on:
   ; it must still watch as long once it runs. (Counting the time it gave away, it stops
   ; watching beside a thread that needs the core.)
   %gap = sub i64 %now, %before
-  %short = icmp ult i64 %gap, {preempted_gap}
+  %short = icmp ult i64 %gap, {preempted_gap_ns}
   %counts = or i1 %short, %gave
   %counted = select i1 %counts, i64 %gap, i64 0
   %idle.after = add i64 %idle.time, %counted
@@ -307,90 +366,44 @@ timed.out:
   %ignored.unwatch.idle = atomicrmw sub ptr %watching, i64 1 seq_cst
   ret i64 0
 }}
-"""
 
+; Watch `*word` until it differs from `value` or `nanoseconds` have passed; what it saw.
+define i64 @kernelkit_spin_while_equal(ptr %word, i64 %value, i64 %nanoseconds) nounwind {{
+entry:
+  %start = call i64 @now_ns()
+  br label %loop
+loop:
+  %spins = phi i64 [ 0, %entry ], [ %spins.next, %wait ]
+  %seen = load atomic i64, ptr %word acquire, align 8
+  %changed = icmp ne i64 %seen, %value
+  br i1 %changed, label %done, label %wait
+wait:
+  %ignored.gave = call i1 @relax(i64 %spins)
+  %spins.next = add i64 %spins, 1
+  %now = call i64 @now_ns()
+  %spent = sub i64 %now, %start
+  %over = icmp uge i64 %spent, %nanoseconds
+  br i1 %over, label %done, label %loop
+done:
+  ret i64 %seen
+}}
 
-_compiling = threading.Lock()
-_compiling_start = threading.Lock()   # (a mailbox starts one thread compiling)
+; -- a kernel's books: `State`, read and written whole (other threads launch it too) --
 
-
-# With the object layout known (`argument_checks`), the calls a fast launcher makes: each
-# first compares the arguments with the fingerprint of what was packed last (which is
-# also the key `kernelkit_lead` reads: the mailbox, the entry point), and runs nothing
-# where they differ.
-_CHECKED = """
-define i64 @kernelkit_matches(ptr %args, ptr %fingerprint) nounwind {
+define private double @estimate(ptr %state) nounwind {{
 start:
-  %same = call i1 @matches(ptr %args, ptr %fingerprint)
-  %answer = zext i1 %same to i64
-  ret i64 %answer
-}
-
-; -2 where the arguments differ, else as kernelkit_lead
-define i64 @kernelkit_lead_if_same(ptr %args, ptr %fingerprint, ptr %record, i64 %first,
-                                   i64 %end, i64 %chunk, i64 %helpers) nounwind {
-start:
-  %same = call i1 @matches(ptr %args, ptr %fingerprint)
-  br i1 %same, label %lead, label %differs
-lead:
-  %ran = call i64 @kernelkit_lead(ptr %fingerprint, ptr %record, i64 %first, i64 %end,
-                                  i64 %chunk, i64 %helpers)
-  ret i64 %ran
-differs:
-  ret i64 -2
-}
-
-; 1 where it ran groups [first, end) on this thread, 0 where the arguments differ
-define i64 @kernelkit_call_if_same(ptr %args, ptr %fingerprint, ptr %record, i64 %first,
-                                   i64 %end) nounwind {
-start:
-  %same = call i1 @matches(ptr %args, ptr %fingerprint)
-  br i1 %same, label %call, label %differs
-call:
-  %entry.word = getelementptr ptr, ptr %fingerprint, i64 1
-  %entry = load ptr, ptr %entry.word, align 8
-  call void %entry(ptr %record, i64 %first, i64 %end)
-  ret i64 1
-differs:
-  ret i64 0
-}
-"""
-
-
-
-# Where the system has CLOCK_MONOTONIC (Linux): the calls that run a fast launch and keep
-# its kernel's books, `call_timed` and `lead_timed` (see `Mailbox`). A kernel's state is
-# STATE_WORDS doubles.
-_TIMED = """
-define private double @now() nounwind {
-start:
-  %nanoseconds = call i64 @now_ns()
-  %whole = sitofp i64 %nanoseconds to double
-  %time = fmul double %whole, 1.0e-9
-  ret double %time
-}
-
-; the state's words are read and written whole (another thread may launch the kernel)
-define private double @word(ptr %state, i64 %index) alwaysinline nounwind {
-start:
-  %address = getelementptr double, ptr %state, i64 %index
-  %bits = load atomic i64, ptr %address monotonic, align 8
+  %word = call ptr @field(ptr %state, i64 {state.estimate.offset})
+  %bits = load atomic i64, ptr %word monotonic, align 8
   %value = bitcast i64 %bits to double
   ret double %value
-}
+}}
 
-define private void @set_word(ptr %state, i64 %index, double %value) alwaysinline nounwind {
+; The estimate after a run that took `per.group` nanoseconds a group: the recent runs
+; weigh most, and one run at most 4 times the estimate (a run the system stopped for
+; tens of microseconds says nothing of the kernel).
+define private void @fold(ptr %state, double %per.group) nounwind {{
 start:
-  %address = getelementptr double, ptr %state, i64 %index
-  %bits = bitcast double %value to i64
-  store atomic i64 %bits, ptr %address monotonic, align 8
-  ret void
-}
-
-; the estimate after a run that took %per.group a group (runtime._folded)
-define private void @fold(ptr %state, double %per.group) nounwind {
-start:
-  %estimate = call double @word(ptr %state, i64 0)
+  %estimate = call double @estimate(ptr %state)
   %none = fcmp oeq double %estimate, 0.0
   %limit = fmul double %estimate, 4.0
   %over = fcmp ogt double %per.group, %limit
@@ -399,103 +412,67 @@ start:
   %added = fmul double %clipped, 0.25
   %sum = fadd double %kept, %added
   %folded = select i1 %none, double %per.group, double %sum
-  call void @set_word(ptr %state, i64 0, double %folded)
+  %bits = bitcast double %folded to i64
+  %word = call ptr @field(ptr %state, i64 {state.estimate.offset})
+  store atomic i64 %bits, ptr %word monotonic, align 8
   ret void
-}
+}}
 
-define private void @say_running(ptr %state) alwaysinline nounwind {
+; Fold `nanoseconds` spent on `groups` groups into the estimate.
+define private void @fold_time(ptr %state, i64 %nanoseconds, i64 %groups) nounwind {{
 start:
-  %described.value = call double @word(ptr %state, i64 2)
-  %described = fptoui double %described.value to i64
-  %slot.value = call double @word(ptr %state, i64 3)
-  %slot.address = fptoui double %slot.value to i64
-  %slot = inttoptr i64 %slot.address to ptr
-  store volatile i64 %described, ptr %slot, align 8
-  ret void
-}
-
-; runs every group on this thread, timed
-define private void @run_timed(ptr %fingerprint, ptr %record, i64 %groups, ptr %state)
-    nounwind {
-start:
-  call void @say_running(ptr %state)
-  %entry.word = getelementptr ptr, ptr %fingerprint, i64 1
-  %entry = load ptr, ptr %entry.word, align 8
-  %start.time = call double @now()
-  call void %entry(ptr %record, i64 0, i64 %groups)
-  %end.time = call double @now()
   %some = icmp sgt i64 %groups, 0
-  br i1 %some, label %timed, label %done
-timed:
-  %took = fsub double %end.time, %start.time
+  br i1 %some, label %fold, label %done
+fold:
+  %took = sitofp i64 %nanoseconds to double
   %count = sitofp i64 %groups to double
   %per.group = fdiv double %took, %count
   call void @fold(ptr %state, double %per.group)
   br label %done
 done:
   ret void
-}
+}}
 
-; 1 where it ran every group on this thread, timed, 0 where the arguments differ
-define i64 @kernelkit_call_timed(ptr %args, ptr %fingerprint, ptr %record, i64 %groups,
-                                 i64 %state.address) nounwind {
+; Say which kernel runs, for the fault handler (`fault.py`).
+define private void @say_running(ptr %state) nounwind {{
 start:
-  %state = inttoptr i64 %state.address to ptr
-  %same = call i1 @matches(ptr %args, ptr %fingerprint)
-  br i1 %same, label %call, label %differs
-call:
-  call void @run_timed(ptr %fingerprint, ptr %record, i64 %groups, ptr %state)
-  ret i64 1
-differs:
-  ret i64 0
-}
+  %description.word = call ptr @field(ptr %state, i64 {state.description.offset})
+  %description = load i64, ptr %description.word, align 8
+  %running.word = call ptr @field(ptr %state, i64 {state.running.offset})
+  %running = load ptr, ptr %running.word, align 8
+  store volatile i64 %description, ptr %running, align 8
+  ret void
+}}
 
-; -2 where the arguments differ (nothing counted), else 1 where it led the launch (or
-; ran it here: a probe), 2 where it did and the worker that watched took no group and
-; last ran on this core, 0 where it did not lead (another thread leads, or the groups
-; are too few or too many)
-define i64 @kernelkit_lead_timed(ptr %args, ptr %fingerprint, ptr %record, i64 %groups,
-                                 i64 %state.address) nounwind {
+; Run groups [first, end) on this thread, timed.
+define i64 @kernelkit_run(ptr %key, ptr %record, i64 %first, i64 %end, ptr %state)
+    nounwind {{
 start:
-  %state = inttoptr i64 %state.address to ptr
-  %several = icmp sgt i64 %groups, 1
-  %small = icmp slt i64 %groups, 2147483648
-  %fits = and i1 %several, %small
-  br i1 %fits, label %check, label %declined
-check:
-  %same = call i1 @matches(ptr %args, ptr %fingerprint)
-  br i1 %same, label %measured, label %different
-measured:
-  %per.group = call double @word(ptr %state, i64 0)
-  %estimated = fcmp ogt double %per.group, 0.0   ; (0: none yet)
-  br i1 %estimated, label %count, label %declined
-count:
-  %leads.value = call double @word(ptr %state, i64 1)
-  %leads.before = fptoui double %leads.value to i64
-  %leads = add i64 %leads.before, 1
-  %leads.after = uitofp i64 %leads to double
-  call void @set_word(ptr %state, i64 1, double %leads.after)
-  %count.groups = sitofp i64 %groups to double
-  %estimate = fmul double %per.group, %count.groups
-  %probed.every.value = call double @word(ptr %state, i64 8)
-  %probed.every = fptoui double %probed.every.value to i64
-  %probed.turn = urem i64 %leads, %probed.every
-  %probed.now = icmp eq i64 %probed.turn, 0
-  %probed.seconds = call double @word(ptr %state, i64 6)
-  %near = fcmp olt double %estimate, %probed.seconds
-  %probe = and i1 %probed.now, %near
-  br i1 %probe, label %probing, label %lead
-probing:
-  call void @run_timed(ptr %fingerprint, ptr %record, i64 %groups, ptr %state)
-  ret i64 1
-lead:
   call void @say_running(ptr %state)
-  %timed.every.value = call double @word(ptr %state, i64 7)
-  %timed.every = fptoui double %timed.every.value to i64
-  %timed.turn = urem i64 %leads, %timed.every
-  %timed = icmp eq i64 %timed.turn, 0
-  %chunk.seconds = call double @word(ptr %state, i64 5)
-  %chunk.groups = fdiv double %chunk.seconds, %per.group
+  %entry.in.key = call ptr @field(ptr %key, i64 {key.entry.offset})
+  %entry = load ptr, ptr %entry.in.key, align 8
+  %began = call i64 @now_ns()
+  call void %entry(ptr %record, i64 %first, i64 %end)
+  %ended = call i64 @now_ns()
+  %took = sub i64 %ended, %began
+  %groups = sub i64 %end, %first
+  call void @fold_time(ptr %state, i64 %took, i64 %groups)
+  ret i64 %groups
+}}
+
+; Lead groups [first, end) (`kernelkit_lead`), the last claims of about `LED_CHUNK_NS`,
+; timed by this thread's own groups; -1 where another thread leads (nothing ran).
+define i64 @kernelkit_share(ptr %key, ptr %record, i64 %first, i64 %end, ptr %state,
+                            i64 %helpers) nounwind {{
+start:
+  call void @say_running(ptr %state)
+  %groups = sub i64 %end, %first
+  %count.groups = sitofp i64 %groups to double
+  %per.group = call double @estimate(ptr %state)
+  %mailbox.in.key = call ptr @field(ptr %key, i64 {key.mailbox.offset})
+  %mailbox = load ptr, ptr %mailbox.in.key, align 8
+  %chunk.ns = call double @policy(ptr %mailbox, i64 {words.led_chunk_ns.offset})
+  %chunk.groups = fdiv double %chunk.ns, %per.group
   %chunk.fits = fcmp olt double %chunk.groups, %count.groups   ; (so it converts)
   br i1 %chunk.fits, label %chunk.part, label %chunk.chosen
 chunk.part:
@@ -503,240 +480,259 @@ chunk.part:
   %chunk.more = add i64 %chunk.whole, 1
   br label %chunk.chosen
 chunk.chosen:
-  %chunk = phi i64 [ %groups, %lead ], [ %chunk.more, %chunk.part ]
-  %helpers.value = call double @word(ptr %state, i64 4)
-  %helpers = fptoui double %helpers.value to i64
-  %start.time = call double @now()
-  %ran = call i64 @kernelkit_lead(ptr %fingerprint, ptr %record, i64 0, i64 %groups,
+  %chunk = phi i64 [ %groups, %start ], [ %chunk.more, %chunk.part ]
+  %began = call i64 @now_ns()
+  %ran = call i64 @kernelkit_lead(ptr %key, ptr %record, i64 %first, i64 %end,
                                   i64 %chunk, i64 %helpers)
+  %ended = call i64 @now_ns()
+  %took = sub i64 %ended, %began
+  call void @fold_time(ptr %state, i64 %took, i64 %ran)
+  ret i64 %ran
+}}
+
+; The launch policy (see the module's docstring): a `Ran` value.
+define i64 @kernelkit_launch(ptr %key, ptr %record, i64 %groups, ptr %state,
+                             i64 %helpers) nounwind {{
+start:
+  %mailbox.in.key = call ptr @field(ptr %key, i64 {key.mailbox.offset})
+  %mailbox = load ptr, ptr %mailbox.in.key, align 8
+  %queued.word = call ptr @field(ptr %mailbox, i64 {words.queued.offset})
+  %queued = load atomic i64, ptr %queued.word seq_cst, align 8
+  %idle = icmp eq i64 %queued, 0
+  %per.group = call double @estimate(ptr %state)
+  %measured = fcmp ogt double %per.group, 0.0
+  %ours = and i1 %idle, %measured
+  br i1 %ours, label %estimated, label %left
+estimated:
+  %count.groups = sitofp i64 %groups to double
+  %estimate = fmul double %per.group, %count.groups
+  %led.ns = call double @policy(ptr %mailbox, i64 {words.led_ns.offset})
+  %inline.ns = call double @policy(ptr %mailbox, i64 {words.inline_ns.offset})
+  %short = fcmp olt double %estimate, %led.ns
+  br i1 %short, label %here, label %shareable
+here:
+  %ignored.here = call i64 @kernelkit_run(ptr %key, ptr %record, i64 0, i64 %groups,
+                                          ptr %state)
+  ret i64 {ran.RAN}
+shareable:
+  %joined.ns = call double @policy(ptr %mailbox, i64 {words.joined_ns.offset})
+  %joined = fcmp olt double %estimate, %joined.ns
+  %helped = icmp sgt i64 %helpers, 0
+  %several = icmp sgt i64 %groups, 1
+  %claimable = icmp slt i64 %groups, 2147483648
+  %shared.a = and i1 %joined, %helped
+  %shared.b = and i1 %several, %claimable
+  %shared = and i1 %shared.a, %shared.b
+  br i1 %shared, label %watched, label %unshared
+watched:
+  %watching.word = call ptr @field(ptr %mailbox, i64 {words.watching.offset})
+  %watching = load atomic i64, ptr %watching.word seq_cst, align 8
+  %awake = icmp ne i64 %watching, 0
+  br i1 %awake, label %count, label %alone
+count:
+  %leads.word = call ptr @field(ptr %state, i64 {state.leads.offset})
+  %leads.before = atomicrmw add ptr %leads.word, i64 1 monotonic
+  %leads = add i64 %leads.before, 1
+  %probed.leads.word = call ptr @field(ptr %mailbox, i64 {words.probed_leads.offset})
+  %probed.leads = load i64, ptr %probed.leads.word, align 8
+  %probed.turn = urem i64 %leads, %probed.leads
+  %probed.now = icmp eq i64 %probed.turn, 0
+  %probed.ns = call double @policy(ptr %mailbox, i64 {words.probed_ns.offset})
+  %near = fcmp olt double %estimate, %probed.ns
+  %probe = and i1 %probed.now, %near
+  br i1 %probe, label %here, label %lead
+lead:
+  %ran = call i64 @kernelkit_share(ptr %key, ptr %record, i64 0, i64 %groups, ptr %state,
+                                   i64 %helpers)
   %not.led = icmp slt i64 %ran, 0
-  br i1 %not.led, label %declined, label %led
-led:
-  %some = icmp sgt i64 %ran, 0
-  %fold.now = and i1 %timed, %some
-  br i1 %fold.now, label %folding, label %placed
-folding:
-  %end.time = call double @now()
-  %took = fsub double %end.time, %start.time
-  %count.ran = sitofp i64 %ran to double
-  %per.group.ran = fdiv double %took, %count.ran
-  call void @fold(ptr %state, double %per.group.ran)
-  br label %placed
+  br i1 %not.led, label %alone, label %placed
 placed:
   %all = icmp eq i64 %ran, %groups
-  %mailbox = load ptr, ptr %fingerprint, align 8
-  %watching.word = getelementptr i64, ptr %mailbox, i64 12
-  %watching = load atomic i64, ptr %watching.word seq_cst, align 8
-  %watched = icmp ne i64 %watching, 0
-  %core.word = getelementptr i64, ptr %mailbox, i64 14
+  %watched.after = load atomic i64, ptr %watching.word seq_cst, align 8
+  %still.watched = icmp ne i64 %watched.after, 0
+  %core.word = call ptr @field(ptr %mailbox, i64 {words.core.offset})
   %core.there = load atomic i64, ptr %core.word seq_cst, align 8
-  %here = call i64 @core()
-  %known = icmp ne i64 %here, -1
-  %same.core = icmp eq i64 %core.there, %here
-  %waits.a = and i1 %all, %watched
+  %here.core = call i64 @core()
+  %known = icmp ne i64 %here.core, -1
+  %same.core = icmp eq i64 %core.there, %here.core
+  %waits.a = and i1 %all, %still.watched
   %waits.b = and i1 %known, %same.core
   %waits = and i1 %waits.a, %waits.b
-  %answer = select i1 %waits, i64 2, i64 1
+  %answer = select i1 %waits, i64 {ran.LED_BESIDE}, i64 {ran.RAN}
   ret i64 %answer
-declined:
-  ret i64 0
-different:
-  ret i64 -2
-}
+alone:   ; it could have been led, but no worker watches (or another thread leads)
+  %brief = fcmp olt double %estimate, %inline.ns
+  br i1 %brief, label %alone.here, label %alone.left
+alone.here:
+  %ignored.alone = call i64 @kernelkit_run(ptr %key, ptr %record, i64 0, i64 %groups,
+                                           ptr %state)
+  ret i64 {ran.ALONE}
+alone.left:
+  ret i64 {ran.UNSHARED}
+unshared:
+  %inline = fcmp olt double %estimate, %inline.ns
+  br i1 %inline, label %here, label %left
+left:
+  ret i64 {ran.LEFT}
+}}
 """
 
-STATE_WORDS = 9
-"""A kernel's state for `call_timed` and `lead_timed`, doubles: 0 its estimate of the
-seconds a group takes (0: none yet), 1 how many of its launches were led, 2 the address
-of its description and 3 the slot that names the running kernel (`fault.running`), 4 the
-workers a launch may have (its threads less 1); then the launcher's policy
-(`runtime`'s): 5 the seconds of a led chunk, 6 and 8: one led launch in every [8]
-estimated under [6] seconds is run on the calling thread alone, timed, 7 one led launch
-in this many is timed."""
+# Where the object layout is known (`argument_checks`): the launch of a fast launcher,
+# which first compares the arguments with the fingerprint of those it packed last (which
+# starts with the `Key`), and runs nothing where they differ.
+_CHECKED = """
+define i64 @kernelkit_launch_if_same(ptr %args, ptr %fingerprint, ptr %record, i64 %groups,
+                                     i64 %state.address, i64 %helpers) nounwind {{
+start:
+  %same = call i1 @matches(ptr %args, ptr %fingerprint)
+  br i1 %same, label %launch, label %differs
+launch:
+  %state = inttoptr i64 %state.address to ptr
+  %ran = call i64 @kernelkit_launch(ptr %fingerprint, ptr %record, i64 %groups,
+                                    ptr %state, i64 %helpers)
+  ret i64 %ran
+differs:
+  ret i64 {ran.DIFFERS}
+}}
+"""
+
+_ARGUMENT_KINDS = "obbiii"
+"""`launch_if_same`'s arguments (`calls.fast_call_source`): the tuple of arguments, the
+fingerprint, the record, the groups, the state's address, the helpers."""
 
 
-@dataclass(frozen=True)
-class _Functions:
-    lead: object
-    serve: object
-    # builtins (`calls.fast_call_function`) or `checked_function`s; None where the object
-    # layout is not known (`argument_checks`)
-    matches: object
-    lead_if_same: object
-    call_if_same: object
-    # builtins (`calls.fast_call_function`); None where those are not, or the system has no
-    # CLOCK_MONOTONIC
-    call_timed: object
-    lead_timed: object
+def native_source(checked: bool, triple: str | None = None) -> str:
+    """The LLVM IR text of the native calls, for `triple`'s machine (this process's by
+    default), with `launch_if_same` and its builtin where `checked`."""
+    from .target import with_relax
+    source = with_relax(_SOURCE, triple, words=Words, state=State, key=Key, ran=Ran,
+                        preempted_gap_ns=PREEMPTED_GAP_NS)
+    if not checked:
+        return source
+    return (source + _CHECKED.format(ran=Ran) + argument_checks.matches_definition() +
+            FAST_CALL_DECLARATIONS +
+            fast_call_source("kernelkit_fast_launch_if_same", "kernelkit_launch_if_same",
+                             _ARGUMENT_KINDS))
 
 
-_CHECKED_CALLS = (("matches", "ob"), ("lead_if_same", "obbiiii"), ("call_if_same", "obbii"))
-"""The checked calls and their arguments' kinds (`calls.fast_call_source`): the tuple of
-arguments, the fingerprint, the record, then ints."""
-_TIMED_CALLS = (("call_timed", "obbii"), ("lead_timed", "obbii"))
+_char_p = ctypes.c_char_p
+
+
+@dataclass
+class _Calls:
+    """The native calls (see the module's docstring), compiled once per process (not
+    frozen: a test may watch a call)."""
+
+    lead: object    # (key, record, first, end, chunk, helpers) -> groups run here, or -1
+    share: object   # (key, record, first, end, state, helpers) -> groups run here, or -1
+    run: object     # (key, record, first, end, state) -> groups run
+    launch: object  # (key, record, groups, state, helpers) -> `Ran`
+    serve: object   # (mailbox, submissions, seen, nanoseconds, once) -> 1 or 0
+    spin: object    # (word, value, nanoseconds) -> what it saw
+    # (args, fingerprint, record, groups, state, helpers) -> `Ran`: a builtin, where the
+    # object layout is known and the interpreter is CPython; else None
+    launch_if_same: object
 
 
 @functools.lru_cache(maxsize=1)
-def _compiled() -> _Functions:
+def _compiled() -> _Calls:
     from kernelkit.compiler.native import host_functions
+    checked = argument_checks.LAYOUT is not None and C_API is not None
+    functions = host_functions(native_source(checked),
+                               {**interrupts.SYMBOLS, **(C_API if checked else {})})
+    pointer = ctypes.c_void_p
 
-    matches = argument_checks.matches_definition()
-    fast = matches is not None and C_API is not None
-    timed = fast and sys.platform.startswith("linux")
-    calls = _CHECKED_CALLS + (_TIMED_CALLS if timed else ())
-    source = native_source(matches, fast, timed, calls)
-    symbols = {**interrupts.SYMBOLS, **(C_API if fast else {})}
-    functions = host_functions(source, symbols)   # from the disk cache, once there
-    lead = functions["kernelkit_lead"]
-    if fast:
-        made = {name: fast_call_function(functions[f"kernelkit_fast_{name}"], name)
-                for name, _ in calls}
-    else:
-        made = {name: checked_function(functions[f"kernelkit_{name}"], len(kinds) - 1)
-                if matches else None for name, kinds in _CHECKED_CALLS}
-    made = {name: made.get(name) for name, _ in _CHECKED_CALLS + _TIMED_CALLS}
-    return _Functions(untyped(lead, _LEAD(lead), ctypes.c_int64),
-                      _SERVE(functions["kernelkit_serve"]), **made)
-
-
-def native_source(matches: str | None, fast: bool, timed: bool, calls,
-                  triple: str | None = None) -> str:
-    """The LLVM IR text of the mailbox's functions (`_compiled`), for `triple`'s machine
-    (this process's by default): with the native argument check where `matches`, the
-    builtins that call them where `fast`, and the timed calls where `timed`."""
-    from .target import with_relax
-    source = with_relax(_SOURCE, triple, preempted_gap=PREEMPTED_GAP_NANOSECONDS) + \
-        (_CHECKED + matches if matches else "")
-    if fast:
-        source += (_TIMED if timed else "") + FAST_CALL_DECLARATIONS + "".join(
-            fast_call_source(f"kernelkit_fast_{name}", f"kernelkit_{name}", kinds)
-            for name, kinds in calls)
-    return source
-
-
-def checked_function(address: int, parameters: int):
-    """The function at `address` that takes a tuple, then `parameters` bytes and ints
-    below `SMALL_INT`, and returns an int64, called through ctypes (where the C API is
-    not there to make it a builtin, `calls.fast_call_function`): its tuple is typed (a
-    `py_object`), the others pass untyped where the platform widens ints
-    (`calls.CALLS_WIDEN_INTS`)."""
-    if CALLS_WIDEN_INTS:
-        return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.py_object)(address)
-    # (the first one or two after the tuple are bytes: the fingerprint, the record)
-    rest = [ctypes.c_char_p] * min(parameters, 2) + [ctypes.c_int64] * max(parameters - 2, 0)
-    return ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.py_object, *rest)(address)
-
-
-def _functions() -> _Functions:
-    """The mailbox's functions, compiled once: by one thread, where several workers start
-    at once."""
-    with _compiling:
-        return _compiled()
+    def typed(name: str, *argtypes):
+        return ctypes.CFUNCTYPE(_i64, *argtypes)(functions[f"kernelkit_{name}"])
+    return _Calls(
+        lead=typed("lead", _char_p, _char_p, _i64, _i64, _i64, _i64),
+        share=typed("share", _char_p, _char_p, _i64, _i64, pointer, _i64),
+        run=typed("run", _char_p, _char_p, _i64, _i64, pointer),
+        launch=typed("launch", _char_p, _char_p, _i64, pointer, _i64),
+        serve=typed("serve", pointer, pointer, _i64, _i64, ctypes.c_bool),
+        spin=typed("spin_while_equal", pointer, _i64, _i64),
+        launch_if_same=fast_call_function(functions["kernelkit_fast_launch_if_same"],
+                                          "launch_if_same") if checked else None)
 
 
 class Mailbox:
-    """The device's mailbox (see the module's docstring) and the calls on it.
+    """The device's mailbox (`Words`, see the module's docstring) and the native calls.
 
-    The functions are compiled by the first worker that serves, or on a thread of their
-    own that a fast launcher waits for (`prepare`), never by a thread that launches: a
-    KeyboardInterrupt (which only the main thread sees) arriving while llvmlite frees
-    what it made can have it free the same memory twice, so `lead` may be called only
-    once the mailbox is `ready` (a launch is not led before). Then, where the object
-    layout is known (`argument_checks`), it has the calls a fast launcher makes with
-    the arguments it was given and the fingerprint of those it packed last:
-    `matches(args, fingerprint)` (1 or 0), `lead_if_same(args, fingerprint, record,
-    first, end, chunk, helpers)` (as `lead`, or -2 where they differ) and
-    `call_if_same(args, fingerprint, record, first, end)` (runs the groups on this
-    thread: 1, or 0 where they differ); else these are None. Where those are builtins
-    and the system has CLOCK_MONOTONIC, it also has the two that run a fast launch and
-    keep its kernel's books in the kernel's `state` (`STATE_WORDS` doubles at the
-    address `state`): `call_timed(args, fingerprint, record, groups, state)` (as
-    `call_if_same` over every group, timed: the estimate folded as `runtime._folded`
-    does) and `lead_timed(args, fingerprint, record, groups, state)` (as
-    `runtime._Device.lead`, once the caller has seen the device idle and a worker
-    awake; see `_TIMED`); else they are None."""
+    The calls are compiled on a thread of their own (or loaded from the disk cache, well
+    under a millisecond) from the first backend's creation on (`start`), which the first
+    launch waits for where they are not ready (`calls`): never by a thread
+    that launches, where a KeyboardInterrupt (which only the main thread sees) arriving
+    while llvmlite frees what it made can have it free the same memory twice."""
 
     def __init__(self):
-        whole = np.zeros(MAILBOX_WORDS + 8, np.int64)
-        start = (-whole.ctypes.data % 64) // 8     # at the start of a cache line
-        self.words = whole[start:start + MAILBOX_WORDS]
-        self.address = self.words.ctypes.data
-        self._lead = self._serve = None
-        self.matches = self.lead_if_same = self.call_if_same = None
-        self.call_timed = self.lead_timed = None
-        self._keys: dict[int, bytes] = {}   # entry point -> what `lead` passes
-        self.ready = False   # whether the functions are compiled
-        self._compiling: threading.Thread | None = None   # the thread compiling them
+        whole = (ctypes.c_byte * (ctypes.sizeof(Words) + 64))()
+        start = -ctypes.addressof(whole) % 64      # at the start of a cache line
+        self._memory = whole
+        self.words = Words.from_buffer(whole, start)
+        self.address = ctypes.addressof(self.words)
+        self.words.core = -1
+        for name, value in POLICY.items():
+            setattr(self.words, name, value)
+        self._calls: _Calls | None = None
+        self._compiling: threading.Thread | None = None
+        self._starting = threading.Lock()
 
-    @property
-    def watching(self) -> int:
-        """How many workers watch it now (in `serve`)."""
-        return int(self.words[_WATCHING])
+    def start(self) -> None:
+        """Start compiling the calls, if not yet started (a backend does so when made)."""
+        with self._starting:
+            if self._compiling is None:
+                # (not a daemon: the interpreter's exit waits for LLVM to finish)
+                self._compiling = threading.Thread(target=self._compile,
+                                                   name="kernelkit-compile")
+                self._compiling.start()
 
-    @property
-    def core(self) -> int:
-        """The core a watching worker last ran on, or -1."""
-        return int(self.words[_CORE])
+    def calls(self) -> _Calls:
+        """The native calls, once compiled (waiting for them where they are not yet)."""
+        calls = self._calls
+        if calls is None:
+            self.start()
+            self._compiling.join()
+            calls = self._calls
+            if calls is None:
+                raise RuntimeError("kernelkit's native launch calls failed to compile; "
+                                   "the error was printed by the thread that compiled them")
+        return calls
+
+    def _compile(self) -> None:
+        self._calls = _compiled()
+
+    def key(self, entry: int) -> bytes:
+        """The `Key` of the kernel whose group function is at `entry`."""
+        return bytes(Key(self.address, entry))
 
     def forget_core(self) -> None:
         """The worker was moved: -1 until it says where it runs now."""
-        self.words[_CORE] = -1
+        self.words.core = -1
+        for name, value in POLICY.items():
+            setattr(self.words, name, value)
 
     @property
     def watching_address(self) -> int:
-        return self.address + 8 * _WATCHING
+        return self.address + Words.watching.offset
 
-    def lead(self, entry: int, record: bytes, groups: int, chunk: int, helpers: int,
+    def lead(self, key: bytes, record: bytes, groups: int, chunk: int, helpers: int,
              first: int = 0) -> int:
-        """Run work-groups [first, groups) of the kernel at `entry` on `record`, posted
-        for up to `helpers` workers that serve, in chunks of `chunk`; returns how many
-        groups this thread ran, once all have run (the record may be freed then), or
-        -1 at once where another thread leads (nothing ran)."""
-        if not 0 <= first < groups < SMALL_INT:
-            raise ValueError(f"a led launch runs groups from 0 to {SMALL_INT - 1}, "
-                             f"at least one, not {first} to {groups}")
-        key = self._keys.get(entry)
-        if key is None:   # the mailbox and the entry point, read from bytes natively
-            if len(self._keys) >= 1024:
-                self._keys.clear()
-            key = self._keys[entry] = struct.pack("=QQ", self.address, entry)
-        return self._lead(key, record, first, groups, min(chunk, groups - first), helpers)
+        """Run work-groups [first, groups) of the kernel `key` names on `record`, posted
+        for up to `helpers` workers that serve, in claims of at least `chunk`; how many
+        groups this thread ran, once all have run (the record may be freed then), or -1
+        at once where another thread leads (nothing ran)."""
+        if not 0 <= first < groups < 2**31:
+            raise ValueError(f"a led launch runs groups from 0 to {2**31 - 1}, at least "
+                             f"one, not {first} to {groups}")
+        return self.calls().lead(key, record, first, groups, min(chunk, groups - first),
+                                 helpers)
 
     def serve(self, submissions: int, seen: int, nanoseconds: int,
               once: bool = False) -> bool:
-        """Run what is posted, and watch for more for `nanoseconds` after
-        the last (a time the system ran other threads does not count); True where the
-        word at `submissions` changed from `seen` (a launch was queued in Python), or
-        `once` a post was served, False after the time passed with nothing."""
-        if self._serve is None:
-            self._load()
-        return bool(self._serve(self.address, submissions, seen, nanoseconds, once))
+        """Run what is posted, and watch for more (`kernelkit_serve`): True where the
+        word at `submissions` changed from `seen`, or `once` a post was served."""
+        return bool(self.calls().serve(self.address, submissions, seen, nanoseconds, once))
 
-    def prepare(self) -> None:
-        """Make the mailbox `ready` now, its functions compiled on a thread of their own
-        (which goes on where a KeyboardInterrupt stops the wait)."""
-        if not self.ready:
-            self.prepare_soon()
-            self._compiling.join()
 
-    def prepare_soon(self) -> None:
-        """Start compiling the functions on a thread of their own, if not yet started
-        (`preparing` from then on), and return."""
-        with _compiling_start:
-            if self._compiling is None:
-                # (not a daemon: the interpreter's exit waits for LLVM to finish)
-                self._compiling = threading.Thread(target=self._load, name="kernelkit-compile")
-                self._compiling.start()
-
-    @property
-    def preparing(self) -> bool:
-        """Whether the functions are compiled or being compiled (`prepare_soon`)."""
-        return self._compiling is not None
-
-    def _load(self) -> None:
-        functions = _functions()
-        self._lead, self._serve = functions.lead, functions.serve
-        self.matches, self.lead_if_same, self.call_if_same = \
-            functions.matches, functions.lead_if_same, functions.call_if_same
-        self.call_timed, self.lead_timed = functions.call_timed, functions.lead_timed
-        self.ready = True
+__all__ = ["INLINE_NS", "JOINED_NS", "LED_NS", "Key", "Mailbox", "Ran", "State", "Words",
+           "native_source"]

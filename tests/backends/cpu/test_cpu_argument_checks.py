@@ -1,10 +1,9 @@
-"""The native check of a fast launch's arguments (`argument_checks`, in the mailbox's
-`matches`, `call_if_same` and `lead_if_same`): the same
-arrays as packed last match their fingerprint; any change of an array a kernel could see
+"""The native check of a fast launch's arguments (`argument_checks`, in the native call
+that runs a fast launch, `launch_if_same`): the same arrays as packed last match their fingerprint; any change of an array a kernel could see
 (another array, the same array resized, reshaped, restrided, retyped or made read-only,
 another count of arguments) does not. Scalars are not compared: the launcher checks
 their types and packs their values every launch."""
-import array
+import ctypes
 import struct
 import types
 
@@ -13,7 +12,7 @@ import pytest
 
 from backends.cpu import argument_checks, runtime
 from backends.cpu.runtime import data_pointer
-from backends.cpu.work_sharing import Mailbox
+from backends.cpu.work_sharing import JOINED_NS, LED_NS, PROBED_LEADS, Mailbox, Ran, State
 
 pytestmark = pytest.mark.skipif(argument_checks.LAYOUT is None,
                                 reason="this interpreter's object layout is not known here")
@@ -21,9 +20,17 @@ pytestmark = pytest.mark.skipif(argument_checks.LAYOUT is None,
 
 @pytest.fixture(scope="module")
 def matches():
-    mailbox = runtime._device.mailbox
-    mailbox.prepare()
-    return mailbox.matches
+    """`matches(args, fingerprint)`: 1 where the native check finds them the same (a
+    launch of a kernel not measured yet, which the native call leaves to Python and so
+    runs nothing), else 0."""
+    launch_if_same = runtime._device.mailbox.calls().launch_if_same
+    state = State()
+
+    def matched(args, fingerprint) -> int:
+        ran = launch_if_same(args, fingerprint, b"", 1, ctypes.addressof(state), 0)
+        assert ran in (Ran.LEFT, Ran.DIFFERS)
+        return int(ran == Ran.LEFT)
+    return matched
 
 
 def kind_of(value, strided=False):
@@ -35,8 +42,7 @@ def kind_of(value, strided=False):
 
 def fingerprint(args, kinds):
     names = [f"a{index}" for index in range(len(args))]
-    source = argument_checks.fingerprint_source(runtime._device.mailbox.address, 0, names,
-                                                kinds)
+    source = argument_checks.fingerprint_source(runtime._device.mailbox.key(0), names, kinds)
     scope = dict(zip(names, args), args=args, struct=struct, pointer=data_pointer,
                  ndarray=np.ndarray, tuple=tuple)
     return eval(source, scope)  # noqa: S307 - the launcher's own expression
@@ -135,95 +141,85 @@ def count_groups() -> int:
     return host_functions(COUNTER, {})["kernelkit_test_count_groups"]
 
 
-def test_a_launch_whose_arguments_differ_runs_no_group(count_groups):
-    mailbox = Mailbox()
-    mailbox.prepare()
-    y, x = np.zeros(10, np.float32), np.zeros(10, np.float32)
-    names = ["a0", "a1"]
-    source = argument_checks.fingerprint_source(mailbox.address, count_groups, names,
-                                                [kind_of(y), kind_of(x)])
-    packed = eval(source, dict(a0=y, a1=x, args=(y, x), struct=struct,  # noqa: S307
-                               pointer=data_pointer, ndarray=np.ndarray, tuple=tuple))
-    counter = np.zeros(1, np.int64)
-    record = struct.pack("=Q", counter.ctypes.data)
-    assert mailbox.call_if_same((y, x), packed, record, 3, 10) == 1
-    assert mailbox.lead_if_same((y, x), packed, record, 0, 1000, 7, 0) == 1000
-    assert counter[0] == 1007
-    assert mailbox.call_if_same((x, y), packed, record, 0, 10) == 0
-    assert mailbox.lead_if_same((y, y), packed, record, 0, 1000, 7, 0) == -2
-    assert mailbox.matches((y, x), packed) == 1 and mailbox.matches((x, y), packed) == 0
-    assert counter[0] == 1007
-
-
 @pytest.fixture
 def counted_launch(count_groups):
-    """A mailbox no worker watches, and what the timed calls take for a launch of the
-    counting function on (y, x): the fingerprint, the record, a state whose running
-    slot is a word of the test's own, and the counter."""
+    """A mailbox no worker watches, and a launch of the counting function on (y, x) with
+    its fingerprint, its record, its counter, and a state whose running slot is a word
+    of the test's own: `launch(groups, args, helpers)` runs it natively."""
     mailbox = Mailbox()
-    mailbox.prepare()
-    if mailbox.lead_timed is None:
-        pytest.skip("the timed calls need the C API and CLOCK_MONOTONIC")
+    calls = mailbox.calls()
+    if calls.launch_if_same is None:
+        pytest.skip("the native fast launch needs the C API")
     y, x = np.zeros(10, np.float32), np.zeros(10, np.float32)
-    source = argument_checks.fingerprint_source(mailbox.address, count_groups, ["a0", "a1"],
+    source = argument_checks.fingerprint_source(mailbox.key(count_groups), ["a0", "a1"],
                                                 [kind_of(y), kind_of(x)])
     packed = eval(source, dict(a0=y, a1=x, args=(y, x), struct=struct,  # noqa: S307
                                pointer=data_pointer, ndarray=np.ndarray, tuple=tuple))
     counter, slot = np.zeros(1, np.int64), np.zeros(1, np.int64)
-    # (estimate, leads, description, running slot, helpers, chunk seconds, probed
-    # seconds, timed leads, probed leads: `work_sharing.STATE_WORDS`)
-    state = array.array("d", [0.0, 0.0, 12345.0, slot.ctypes.data, 1, 5e-7, 1e-3, 8, 64])
-    return types.SimpleNamespace(mailbox=mailbox, args=(y, x), packed=packed,
-                                 record=struct.pack("=Q", counter.ctypes.data),
-                                 counter=counter, slot=slot, state=state,
-                                 address=state.buffer_info()[0])
+    state = State(description=12345, running=slot.ctypes.data)
+    record = struct.pack("=Q", counter.ctypes.data)
+
+    def launch(groups, args=(y, x), helpers=1):
+        return calls.launch_if_same(args, packed, record, groups, ctypes.addressof(state),
+                                    helpers)
+    return types.SimpleNamespace(mailbox=mailbox, calls=calls, launch=launch, args=(y, x),
+                                 key=mailbox.key(count_groups), record=record, counter=counter, slot=slot, state=state)
 
 
-def test_a_timed_call_runs_every_group_and_folds_its_time(counted_launch):
+def test_a_launch_whose_arguments_differ_runs_no_group(counted_launch):
     launch = counted_launch
-    call = launch.mailbox.call_timed
-    assert call(launch.args, launch.packed, launch.record, 25, launch.address) == 1
+    launch.state.estimate = 1.0                # 1 ns a group: run here
+    assert launch.launch(10) == Ran.RAN and launch.counter[0] == 10
+    y, x = launch.args
+    assert launch.launch(10, (x, y)) == Ran.DIFFERS
+    assert launch.launch(10, (y, y)) == Ran.DIFFERS
+    assert launch.launch(10, (y,)) == Ran.DIFFERS
+    assert launch.counter[0] == 10
+
+
+def test_a_short_launch_runs_here_timed_and_folds_its_time(counted_launch):
+    launch, state = counted_launch, counted_launch.state
+    assert launch.launch(25) == Ran.LEFT and launch.counter[0] == 0   # not measured yet
+    assert launch.calls.run(launch.key, launch.record, 0, 25, ctypes.addressof(state)) == 25
     assert launch.counter[0] == 25 and launch.slot[0] == 12345   # named for the handler
-    first = launch.state[0]
-    assert first > 0                                      # its first time is the estimate
-    launch.state[0] = 1e-15                               # one run counts 4 times it
-    assert call(launch.args, launch.packed, launch.record, 25, launch.address) == 1
-    assert launch.state[0] == pytest.approx(1.75e-15)
-    y, x = launch.args
-    assert call((x, y), launch.packed, launch.record, 25, launch.address) == 0
-    assert launch.counter[0] == 50 and launch.state[0] == pytest.approx(1.75e-15)
+    assert state.estimate > 0                      # its first time is the estimate
+    state.estimate = 1e-6                          # one run counts 4 times it at most
+    assert launch.launch(25) == Ran.RAN and launch.counter[0] == 50
+    assert state.estimate == pytest.approx(1.75e-6)
+    state.estimate = 1000.0                        # 25 us: to be led, but none watches
+    assert launch.launch(25) == Ran.ALONE and launch.counter[0] == 75
+    assert launch.launch(25, helpers=0) == Ran.RAN and launch.counter[0] == 100
 
 
-def test_a_timed_lead_keeps_the_books_and_says_where_the_worker_waits(counted_launch):
-    launch = counted_launch
-    lead, words, state = launch.mailbox.lead_timed, launch.mailbox.words, launch.state
-
-    def led(groups, args=launch.args):
-        return lead(args, launch.packed, launch.record, groups, launch.address)
-
-    y, x = launch.args
-    assert led(1000) == 0 and state[1] == 0            # no estimate yet: not led
-    state[0] = 1e-5                                     # 10 ms: led
-    assert led(1, (x, y)) == 0 and led(2**31) == 0      # too few or too many groups
-    assert led(1000, (x, y)) == -2 and state[1] == 0    # other arguments: not counted
-    posts = int(words[0])
-    assert led(1000) == 1 and state[1] == 1 and launch.counter[0] == 1000
-    assert words[0] == posts + 2 and state[0] == 1e-5   # posted; not timed (1 in 8)
-    state[1] = 7
-    assert led(1000) == 1 and state[1] == 8 and state[0] != 1e-5   # timed
-    state[0], state[1] = 1e-7, 63                       # 100 us, under the probed 1 ms
-    assert led(1000) == 1 and words[0] == posts + 4     # probed: run here, not posted
-    assert state[1] == 64 and launch.counter[0] == 3000 and state[0] != 1e-7
-    # A worker watches (word 12) and last ran on this core (word 14), and ran nothing:
-    # the leader is to keep it off this core.
-    state[0] = 1e-5
-    words[12] = 1
+def test_a_lead_keeps_the_books_and_says_where_the_worker_waits(counted_launch):
+    launch, words, state = counted_launch, counted_launch.mailbox.words, counted_launch.state
+    state.estimate = 10 * JOINED_NS / 1000              # 1000 groups: queued by Python
+    assert launch.launch(1000) == Ran.LEFT
+    state.estimate = 0.5 * JOINED_NS / 1000             # led, but no worker watches
+    assert launch.launch(1000) == Ran.UNSHARED and launch.counter[0] == 0
+    words.watching = 1
+    assert launch.launch(1000, helpers=0) == Ran.LEFT   # one thread, too long to run here
+    words.queued = 1
+    assert launch.launch(1000) == Ran.LEFT              # behind a queued launch
+    words.queued = 0
+    posts = words.sequence
+    assert launch.launch(1000) == Ran.RAN and state.leads == 1
+    assert launch.counter[0] == 1000 and words.sequence == posts + 2   # posted
+    assert state.estimate != 0.5 * JOINED_NS / 1000     # timed
+    near = 1.5 * LED_NS / 1000
+    state.estimate, state.leads = near, PROBED_LEADS - 1    # one in 64 near the line:
+    assert launch.launch(1000) == Ran.RAN and words.sequence == posts + 2   # run here
+    assert state.leads == PROBED_LEADS and launch.counter[0] == 2000
+    assert state.estimate != near
+    # A worker watches and last ran on this core, and ran nothing: the leader is to keep
+    # it off this core.
+    state.estimate = 0.5 * JOINED_NS / 1000
     for _ in range(20):   # (until this thread stays on one core for the call)
         here = runtime._sched_getcpu()
-        words[14] = here
-        answer = led(1000)
+        words.core = here
+        answer = launch.launch(1000)
         if runtime._sched_getcpu() == here:
             break
-    assert answer == 2
-    words[14] = -1 if here != -1 else 0                 # elsewhere, or nowhere known
-    assert led(1000) == 1
+    assert answer == Ran.LED_BESIDE
+    words.core = -1 if here != -1 else 0                # elsewhere, or nowhere known
+    assert launch.launch(1000) == Ran.RAN

@@ -1,14 +1,14 @@
 """What the CPU backend generates compiles for another machine than this one: a kernel,
-and the runtime's own native code (the work sharing, the native argument checks, the
-spin waits), as object code for AArch64 Linux (`CPUTarget.cross`), with no cycle counter
-read anywhere: every wait and budget counts nanoseconds of the system's monotonic clock,
+and the runtime's own native code (the launch policy, the work sharing, the native
+argument checks, the spin waits), as object code for AArch64 Linux
+(`CPUTarget.cross`), with no cycle counter read anywhere: every wait and budget counts nanoseconds of the system's monotonic clock,
 which AArch64 user code may always read."""
 import numpy as np
 import pytest
 from llvmlite import binding as llvm
 
 import kernelkit as kk
-from backends.cpu import argument_checks, target, work_sharing
+from backends.cpu import work_sharing
 from backends.cpu.target import CPUTarget
 from kernelkit.compiler.driver import generate, typed_module
 from kernelkit.compiler.job import CompilerConfig, CompilerJob, function_source
@@ -51,14 +51,8 @@ def test_a_kernel_compiles_to_aarch64_object_code():
     assert f"target triple = \"{AARCH64}\"" in entry.llvm_ir
 
 
-@pytest.mark.parametrize("part", ["work sharing", "spin wait"])
-def test_the_runtimes_native_code_compiles_for_aarch64_and_reads_no_cycle_counter(part):
-    if part == "work sharing":
-        source = work_sharing.native_source(
-            argument_checks.matches_definition(), True, True,
-            work_sharing._CHECKED_CALLS + work_sharing._TIMED_CALLS, triple=AARCH64)
-    else:
-        source = target.with_relax(target._SPIN, AARCH64)
+def test_the_runtimes_native_code_compiles_for_aarch64_and_reads_no_cycle_counter():
+    source = work_sharing.native_source(checked=True, triple=AARCH64)
     assert "readcyclecounter" not in source and "@now_ns()" in source
     module = llvm.parse_assembly(source)
     module.triple = AARCH64

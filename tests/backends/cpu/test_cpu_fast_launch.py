@@ -3,8 +3,7 @@ launch whose arguments are of the kinds the kernel was last launched with (NumPy
 of the same dtype, dimensions, layout and writability; scalars of the same type), over
 an ndrange it was launched over before, skips the general `launch`. Everything else
 takes the general launch, with its results and errors. Each test runs twice: with the
-arguments compared natively (`argument_checks`, in the call that runs or leads the
-launch) and in Python (where the interpreter's object layout is not known)."""
+arguments compared natively (`argument_checks`, in the call that runs the launch) and in Python (where the interpreter's object layout is not known)."""
 import dataclasses
 import os
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 
 import kernelkit as kk
 from backends.cpu import argument_checks, runtime
+from backends.cpu.work_sharing import Ran
 from launch_paths import count_general_launches
 
 
@@ -28,20 +28,14 @@ def native_answers(request, monkeypatch):
         return None
     if argument_checks.LAYOUT is None:
         pytest.skip("this interpreter's object layout is not known here")
-    mailbox = runtime._device.mailbox
-    mailbox.prepare()
+    calls = runtime._device.mailbox.calls()
     answers = []
-    for name, differs in (("matches", 0), ("call_if_same", 0), ("lead_if_same", -2),
-                          ("call_timed", 0), ("lead_timed", -2)):
-        if getattr(mailbox, name) is None:
-            continue   # (the timed calls, where the system has no CLOCK_MONOTONIC)
 
-        def checking(*args, native=getattr(mailbox, name), differs=differs, name=name):
-            answer = native(*args)
-            if not (name == "lead_timed" and answer == 0):   # (0: declined, unchecked)
-                answers.append(answer != differs)
-            return answer
-        monkeypatch.setattr(mailbox, name, checking)
+    def checking(*args, native=calls.launch_if_same):
+        answer = native(*args)
+        answers.append(answer != Ran.DIFFERS)
+        return answer
+    monkeypatch.setattr(calls, "launch_if_same", checking)
     return answers
 
 
@@ -301,8 +295,8 @@ def test_an_array_resized_in_place_between_fast_launches_is_packed_anew(cpu, gen
     launch(y, ndrange=64)
     kk.synchronize(cpu)
     assert general_launches == [(64,)]
-    if native_answers is not None:   # the resized array, once, then run as packed anew
-        assert native_answers[-3:] == [False, True, True] and native_answers.count(False) == 1
+    if native_answers is not None:   # the resized array, once (then packed anew)
+        assert native_answers[-2:] == [False, True] and native_answers.count(False) == 1
     np.testing.assert_array_equal(y[:64], 4)
     np.testing.assert_array_equal(y[64:], 0)
 
@@ -345,27 +339,27 @@ FIRST_LAUNCHES = textwrap.dedent("""
         y[i] = y[i] + 1
 
     mailbox = runtime._device.mailbox
-    waits = []
-    prepare = mailbox.prepare
-    mailbox.prepare = lambda: (waits.append(mailbox.ready), prepare())[1]
+    print("before:", mailbox._compiling is None)
+    backend = kk.CPU()
+    print("with the backend:", mailbox._compiling is not None)
     y = np.zeros(1000, np.float32)
-    launch = add_one(kk.CPU(), 128)
-    launch(y, ndrange=1000)
-    print("first:", mailbox.preparing, waits)
-    launch(y, ndrange=1000)
-    launch(y, ndrange=1000)
-    print("then:", mailbox.ready, len(waits), y.min(), y.max())
+    launch = add_one(backend, 128)
+    for _ in range(3):
+        launch(y, ndrange=1000)
+    kk.synchronize(backend)
+    print("then:", y.min(), y.max())
 """)
 
 
-def test_the_first_launch_does_not_wait_for_the_mailbox(tmp_path):
-    # The mailbox's functions, which a fast launcher calls, take as long to compile as
-    # a small kernel: the process's first launch goes the general way meanwhile.
+def test_the_native_calls_compile_while_the_first_kernel_does(tmp_path):
+    # The native calls a launch makes take as long to compile as a small kernel: they
+    # are compiled on a thread of their own from the backend's creation on.
     script = tmp_path / "first.py"
     script.write_text(FIRST_LAUNCHES)
     environment = dict(os.environ, KERNELKIT_CACHE_DIR=str(tmp_path / "cache"))
     child = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                            timeout=120, env=environment)
     assert child.returncode == 0, child.stdout + child.stderr[-3000:]
-    assert "first: True []" in child.stdout                  # started, not waited for
-    assert "then: True 1 3.0 3.0" in child.stdout            # the second launch waited
+    assert "before: True" in child.stdout
+    assert "with the backend: True" in child.stdout
+    assert "then: 3.0 3.0" in child.stdout

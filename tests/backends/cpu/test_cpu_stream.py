@@ -8,6 +8,7 @@ import pytest
 
 import kernelkit as kk
 from backends.cpu import runtime
+from backends.cpu.work_sharing import Ran, State
 
 BIG = 200_000          # far above the size that runs inline on the calling thread
 
@@ -148,40 +149,27 @@ def test_a_launch_measured_to_be_short_runs_on_the_calling_thread(monkeypatch):
     kk.synchronize(backend)
     (prepared,) = [prepared for key, prepared in fill_with_index._specializations.items()
                    if key[0] is backend]
-    whole = []   # calls of the group function on the calling thread with every group
-
-    def recording(function):
-        def call(*args):   # (packed, first, end), or checked: (args, fingerprint, ...)
-            if threading.current_thread() is threading.main_thread() and \
-                    args[-2:] == (0, BIG // 1000):
-                whole.append(args[-2:])
-            return function(*args)
-        return call
-    monkeypatch.setattr(prepared, "call", recording(prepared.call))
-    monkeypatch.setattr(prepared, "function", recording(prepared.function))
-    mailbox = runtime._device.mailbox
-    if mailbox.call_if_same is not None:   # the fast launcher's checked call
-        monkeypatch.setattr(mailbox, "call_if_same", recording(mailbox.call_if_same))
-    if mailbox.call_timed is not None:     # or its timed one: (args, fingerprint, record,
-        def timed(*args, function=mailbox.call_timed):   # groups, state)
-            if threading.current_thread() is threading.main_thread() and \
-                    args[3] == BIG // 1000:
-                whole.append((0, args[3]))
-            return function(*args)
-        monkeypatch.setattr(mailbox, "call_timed", timed)
-    monkeypatch.setattr(prepared, "seconds_per_group", 0.0)
+    answers = []   # the native policy's answers (`work_sharing.Ran`)
+    calls = runtime._device.mailbox.calls()
+    for name in ("launch", "launch_if_same"):
+        if getattr(calls, name) is not None:
+            def answering(*args, native=getattr(calls, name)):
+                answers.append(native(*args))
+                return answers[-1]
+            monkeypatch.setattr(calls, name, answering)
+    monkeypatch.setattr(prepared, "nanoseconds_per_group", 0.0)
     launcher(a, ndrange=BIG)               # unmeasured and above the item threshold: threads
     kk.synchronize(backend)
-    assert whole == []
-    assert prepared.seconds_per_group > 0
-    monkeypatch.setattr(prepared, "seconds_per_group", 1e-9)
+    assert answers == [Ran.LEFT]
+    assert prepared.nanoseconds_per_group > 0
+    monkeypatch.setattr(prepared, "nanoseconds_per_group", 1.0)
     launcher(a, ndrange=BIG)               # estimated at 200 ns: on the calling thread
-    assert whole == [(0, BIG // 1000)]
+    assert answers[-1] == Ran.RAN and not runtime._device.queue
     np.testing.assert_array_equal(a, np.arange(1, BIG + 1))
-    monkeypatch.setattr(prepared, "seconds_per_group", 1.0)
+    monkeypatch.setattr(prepared, "nanoseconds_per_group", 1e9)
     launcher(a, ndrange=BIG)               # estimated at 200 s: threads
+    assert answers[-1] == Ran.LEFT
     kk.synchronize(backend)
-    assert whole == [(0, BIG // 1000)]
 
 
 @kk.kernel
@@ -204,7 +192,7 @@ def test_a_kernel_is_not_measured_slower_while_a_python_thread_holds_the_gil(mon
         kk.synchronize(backend)
     (prepared,) = [prepared for key, prepared in count_up._specializations.items()
                    if key[0] is backend]
-    quiet = prepared.seconds_per_group
+    quiet = prepared.nanoseconds_per_group
     busy = threading.Event()
 
     def hold_the_gil():
@@ -214,8 +202,8 @@ def test_a_kernel_is_not_measured_slower_while_a_python_thread_holds_the_gil(mon
     holder.start()
     try:
         # Queued, in chunks, however short it was measured
-        monkeypatch.setattr(runtime, "_JOINED_SECONDS", 0.0)
-        monkeypatch.setattr(runtime, "_INLINE_SECONDS", 0.0)
+        for policy in ("led_ns", "joined_ns", "inline_ns"):
+            monkeypatch.setattr(runtime._device.mailbox.words, policy, 0)
         for _ in range(20):
             launcher(a, ndrange=BIG)
             kk.synchronize(backend)
@@ -223,14 +211,11 @@ def test_a_kernel_is_not_measured_slower_while_a_python_thread_holds_the_gil(mon
         busy.set()
         holder.join()
     np.testing.assert_array_equal(a, np.full(BIG, 25))
-    assert prepared.seconds_per_group < 10 * quiet, (quiet, prepared.seconds_per_group)
+    assert prepared.nanoseconds_per_group < 10 * quiet, (quiet, prepared.nanoseconds_per_group)
 
 
 def test_the_native_spin_wait_sees_a_new_submission_or_gives_up():
-    import ctypes
-    from backends.cpu.target import spin_while_equal_address
-    spin = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
-                            ctypes.c_int64)(spin_while_equal_address())
+    spin = runtime._device.mailbox.calls().spin
     word = np.array([7], np.int64)
     assert spin(word.ctypes.data, 6, 10**12) == 7       # already different: at once
     assert spin(word.ctypes.data, 7, 1000) == 7         # unchanged: gives up after 1 us
@@ -308,27 +293,29 @@ def test_a_first_launch_of_few_short_work_items_stays_on_the_calling_thread(monk
                                rtol=1e-12)
 
 
-def test_group_numbers_from_two_to_the_31_take_the_typed_call(monkeypatch):
-    # The untyped call (`backends/cpu/calls.py`) passes ints as C ints: larger group
-    # numbers go through the call that converts each argument to int64.
-    import platform
+RECORD_GROUPS = """
+define void @kernelkit_test_record_groups(ptr %record, i64 %first, i64 %end) {
+  %slots = load ptr, ptr %record
+  store i64 %first, ptr %slots
+  %end.slot = getelementptr i64, ptr %slots, i64 1
+  store i64 %end, ptr %end.slot
+  ret void
+}
+"""
 
-    import backends.cpu.runtime as runtime
-    from backends.cpu.calls import CALLS_WIDEN_INTS
-    if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64"):
-        assert CALLS_WIDEN_INTS
-    backend = kk.CPU(threads=2)
-    a = np.zeros(1000, np.int64)
-    fill_with_index(backend, 1000)(a, ndrange=1000)
-    kk.synchronize(backend)
-    (prepared,) = [prepared for key, prepared in fill_with_index._specializations.items()
-                   if key[0] is backend]
-    calls = []
-    monkeypatch.setattr(prepared, "call", lambda packed, *groups: calls.append(("call", *groups)))
-    monkeypatch.setattr(prepared, "function",
-                        lambda packed, *groups: calls.append(("function", *groups)))
+
+def test_group_numbers_past_two_to_the_31_reach_the_group_function_whole():
+    import ctypes
+    import struct
+
+    from kernelkit.compiler.native import host_functions
+    entry = host_functions(RECORD_GROUPS, {})["kernelkit_test_record_groups"]
+    mailbox = runtime._device.mailbox
+    slots, running = np.zeros(2, np.int64), np.zeros(1, np.int64)
+    record = struct.pack("=Q", slots.ctypes.data)
+    state = State(running=running.ctypes.data)
     for first, end in [(0, 5), (2**31 - 2, 2**31 - 1), (2**31 - 1, 2**31), (2**40, 2**40 + 1)]:
-        runtime._run(prepared, b"", first, end)
-    untyped = "call" if CALLS_WIDEN_INTS else "function"
-    assert calls == [(untyped, 0, 5), (untyped, 2**31 - 2, 2**31 - 1),
-                     ("function", 2**31 - 1, 2**31), ("function", 2**40, 2**40 + 1)]
+        assert mailbox.calls().run(mailbox.key(entry), record, first, end,
+                                   ctypes.addressof(state)) == end - first
+        assert slots.tolist() == [first, end]
+

@@ -87,7 +87,8 @@ def scrambled(threads: int = 2, seed: int = 0) -> kk.CPU:
                     first, end = left.popleft()
                 except IndexError:
                     return
-                runtime._run(prepared, packed, first, end)
+                runtime._device.mailbox.calls().run(prepared.key, packed, first, end,
+                                                    prepared.state_address)
         helpers = [threading.Thread(target=take) for _ in range(threads - 1)]
         for helper in helpers:
             helper.start()
@@ -102,11 +103,10 @@ def scrambled(threads: int = 2, seed: int = 0) -> kk.CPU:
 def queued_in_chunks_of_one_group(monkeypatch):
     """Every launch is queued (none runs on the launching thread alone or is led by it)
     and handed out a work-group at a time."""
-    monkeypatch.setattr(runtime, "_LED_SECONDS", 0.0)
-    monkeypatch.setattr(runtime, "_JOINED_SECONDS", 0.0)
-    monkeypatch.setattr(runtime, "_INLINE_SECONDS", 0.0)
+    for policy in ("led_ns", "joined_ns", "inline_ns"):
+        monkeypatch.setattr(runtime._device.mailbox.words, policy, 0)
     monkeypatch.setattr(runtime, "_INLINE_ITEMS", 0)
-    monkeypatch.setattr(runtime, "_CHUNK_SECONDS", 1e-12)   # `_chunk_limit`: one group
+    monkeypatch.setattr(runtime, "_CHUNK_NS", 1e-6)   # `_chunk_limit`: one group
 
 
 def two_threads(request, how: str) -> kk.CPU:

@@ -16,7 +16,7 @@ import pytest
 
 import kernelkit as kk
 from backends.cpu import runtime
-from backends.cpu.work_sharing import Mailbox
+from backends.cpu.work_sharing import LED_NS, PROBED_LEADS, PROBED_NS, Mailbox, Ran
 
 MID = 40_000        # a launch of tens of microseconds: led, once the kernel is measured
 BIG = 400_000
@@ -37,29 +37,26 @@ def expected_after(steps, n):
 
 
 def counting_leads(monkeypatch, device) -> list:
-    """[how many launches `device.lead` ran]. Meanwhile idle workers watch the mailbox
-    without timing out (on a loaded machine they may not run for longer than they
-    normally watch, and the launches would not be led), and every launch a worker could
-    take is led whatever its kernel's estimate (the first measurements on a loaded
-    machine can be a hundred times too long)."""
+    """[how many launches the native policy led: posted in the mailbox]. Meanwhile idle
+    workers watch the mailbox without timing out (on a loaded machine they may not run
+    for longer than they normally watch, and the launches would not be led), and every
+    launch a worker could take is led whatever its kernel's estimate (the first
+    measurements on a loaded machine can be a hundred times too long)."""
     count = [0]
-    lead = device.lead
+    words = device.mailbox.words
+    calls = device.mailbox.calls()
+    for name in ("launch", "launch_if_same"):
+        if getattr(calls, name) is None:
+            continue
 
-    def counting(*args):
-        led = lead(*args)
-        count[0] += bool(led)
-        return led
-    monkeypatch.setattr(device, "lead", counting)
-    device.mailbox.prepare()
-    lead_timed = device.mailbox.lead_timed
-    if lead_timed is not None:   # a fast launch leads through it, not `device.lead`
-        def counting_timed(*args):
-            led = lead_timed(*args)
-            count[0] += led > 0
-            return led
-        monkeypatch.setattr(device.mailbox, "lead_timed", counting_timed)
-    monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 10**13)
-    monkeypatch.setattr(runtime, "_JOINED_SECONDS", 10.0)
+        def counting(*args, native=getattr(calls, name)):
+            posts = words.sequence
+            ran = native(*args)
+            count[0] += ran in (Ran.RAN, Ran.LED_BESIDE) and words.sequence != posts
+            return ran
+        monkeypatch.setattr(calls, name, counting)
+    monkeypatch.setattr(runtime, "_SERVE_NS", 10**13)
+    monkeypatch.setattr(words, "joined_ns", 10**13)
     return count
 
 
@@ -73,15 +70,11 @@ def send_back(monkeypatch, device) -> None:
 
 @pytest.fixture
 def led_count(monkeypatch):
-    """See `counting_leads`; the device has started a worker, which has made the
-    mailbox's functions ready (until then no launch is led)."""
+    """See `counting_leads`; the device has started a worker."""
     count = counting_leads(monkeypatch, runtime._device)
     backend = kk.CPU(threads=2)
     step(backend, 256)(np.zeros(BIG, np.int64), 0, ndrange=BIG)   # queued: starts one
     kk.synchronize(backend)
-    deadline = time.monotonic() + 30
-    while not runtime._device.mailbox.ready and time.monotonic() < deadline:
-        time.sleep(0.001)
     yield count
     send_back(monkeypatch, runtime._device)
 
@@ -287,7 +280,8 @@ def lead_and_check(served: Served, record_range: int, groups: int, chunk: int, h
     count = np.zeros(1, np.int64)
     ranges = np.full((most, 2), -1, np.int64)
     record = np.array([count.ctypes.data, ranges.ctypes.data], np.uint64).tobytes()
-    ran = served.mailbox.lead(record_range, record, groups, chunk, helpers, first)
+    ran = served.mailbox.lead(served.mailbox.key(record_range), record, groups, chunk,
+                              helpers, first)
     calls = int(count[0])
     assert 1 <= calls <= most
     handed = sorted(map(tuple, ranges[:calls].tolist()))
@@ -327,7 +321,7 @@ def test_a_led_range_runs_each_of_its_groups_once(record_range, first, groups, c
 def test_a_led_range_holds_at_least_one_group_below_two_to_the_31():
     for first, groups in [(5, 5), (6, 5), (-1, 5), (0, 2**31)]:
         with pytest.raises(ValueError, match="at least one"):
-            Mailbox().lead(0, b"", groups, 1, 1, first=first)
+            Mailbox().lead(b"", b"", groups, 1, 1, first=first)
 
 
 def test_queued_launches_are_shared_natively_and_run_every_group_once(monkeypatch):
@@ -336,15 +330,15 @@ def test_queued_launches_are_shared_natively_and_run_every_group_once(monkeypatc
     # claims). Launches follow each other in order, each group once.
     backend = kk.CPU(threads=2)
     shared = []
-    share = runtime._Launch.share
+    calls, words = runtime._device.mailbox.calls(), runtime._device.mailbox.words
 
-    def counting(self, first, end, mailbox):
-        led = share(self, first, end, mailbox)
-        shared.append(led)
+    def counting(*args, share=calls.share):
+        led = share(*args)
+        shared.append(led >= 0)
         return led
-    monkeypatch.setattr(runtime._Launch, "share", counting)
-    monkeypatch.setattr(runtime, "_JOINED_SECONDS", 0.0)   # none led by its launcher,
-    monkeypatch.setattr(runtime, "_INLINE_SECONDS", 0.0)   # none run inline: all queued
+    monkeypatch.setattr(calls, "share", counting)
+    for policy in ("led_ns", "joined_ns", "inline_ns"):   # none run or led by its
+        monkeypatch.setattr(words, policy, 0)             # launcher: all queued
     a = np.zeros(BIG, np.int64)
     launch = step(backend, 256)
     steps = range(40)
@@ -434,29 +428,28 @@ def test_a_worker_on_the_core_of_the_leader_is_kept_off_it_until_it_sleeps(monke
         pytest.skip("one CPU: no other core to move a worker to")
     device = runtime._Device()
     monkeypatch.setattr(runtime, "_device", device)
-    monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 10**13)   # the worker keeps watching
+    monkeypatch.setattr(runtime, "_SERVE_NS", 10**13)   # the worker keeps watching
     cpu = runtime._sched_getcpu()
     try:
         os.sched_setaffinity(0, {cpu})
         device.wake(2)
         deadline = time.monotonic() + 30
-        while not (device.mailbox.ready and device.mailbox.watching) and \
-                time.monotonic() < deadline:
+        while not device.mailbox.words.watching and time.monotonic() < deadline:
             time.sleep(0.001)
         worker = device.workers[0].native_id
         os.sched_setaffinity(worker, {cpu})        # on the leader's core, as if placed there
         os.sched_setaffinity(worker, allowed)
-        while device.mailbox.core != cpu and time.monotonic() < deadline:
+        while device.mailbox.words.core != cpu and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert device.mailbox.core == cpu          # it says so within a few microseconds
+        assert device.mailbox.words.core == cpu    # it says so within a few microseconds
         device.separate()
         assert processor(worker) != cpu
         assert os.sched_getaffinity(worker) == allowed - {cpu}
-        while device.mailbox.core == -1 and time.monotonic() < deadline:
+        while device.mailbox.words.core == -1 and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert device.mailbox.core not in (cpu, -1)   # it says where it runs now
+        assert device.mailbox.words.core not in (cpu, -1)   # it says where it runs now
         # Asleep, it may run anywhere again.
-        monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 1000)
+        monkeypatch.setattr(runtime, "_SERVE_NS", 1000)
         with device.condition:
             device.submissions[0] += 1             # it looks again, with a short watch
         while device.sleeping == 0 and time.monotonic() < deadline:
@@ -483,10 +476,8 @@ def test_threads_spinning_on_one_core_let_each_other_run():
     # (Other processes on that core can take it for longer: one quick attempt of ten
     # shows the yielding works.)
     import os
-    from backends.cpu.target import spin_while_equal_address
     cpu = min(os.sched_getaffinity(0))
-    spin = runtime._SPIN_FUNCTION(spin_while_equal_address())
-    Mailbox().serve(np.zeros(1, np.int64).ctypes.data, 0, 1)   # compiled
+    spin = Mailbox().calls().spin
     for attempt in range(10):
         word, submissions = np.zeros(1, np.int64), np.zeros(1, np.int64)
         watching, done = threading.Event(), []
@@ -562,25 +553,24 @@ def test_a_launch_another_thread_makes_while_one_is_led_runs_beside_it(led_count
         wait_for_flag(backend, 64)(flag, spins, seen, ndrange=n)
     kk.synchronize(backend)
     flag[0] = 0
-    # (a fast launch leads through `lead_timed` or `lead_if_same`, which check its
-    # arguments first)
-    leads = {name: getattr(device.mailbox, name) for name in ("lead", "lead_if_same",
-                                                               "lead_timed")
-             if getattr(device.mailbox, name) is not None}
+    # (a fast launch leads through `launch_if_same`, which checks its arguments first)
+    calls = device.mailbox.calls()
+    launches = {name: getattr(calls, name) for name in ("launch", "launch_if_same")
+                if getattr(calls, name) is not None}
     others = []
 
     def beside_another_launch(name):
-        def lead(*args):
-            for each, function in leads.items():
-                monkeypatch.setattr(device.mailbox, each, function)
+        def launch(*args):
+            for each, function in launches.items():
+                monkeypatch.setattr(calls, each, function)
             others.append(threading.Thread(target=lambda: (
                 time.sleep(0.05), raise_flag(backend, 1)(flag, ndrange=1))))
             others[0].start()
-            return leads[name](*args)
-        return lead
+            return launches[name](*args)
+        return launch
 
-    for name in leads:
-        monkeypatch.setattr(device.mailbox, name, beside_another_launch(name))
+    for name in launches:
+        monkeypatch.setattr(calls, name, beside_another_launch(name))
     led = led_count[0]
     wait_for_flag(backend, 64)(flag, spins, seen, ndrange=n)
     assert led_count[0] == led + 1
@@ -590,19 +580,19 @@ def test_a_launch_another_thread_makes_while_one_is_led_runs_beside_it(led_count
 
 
 def test_only_one_thread_leads_at_a_time(record_range):
-    # A second leader is refused at once, and runs nothing (word 13 says one leads).
+    # A second leader is refused at once, and runs nothing (`leader` says one leads).
     served = Served(helpers=1)
     try:
         mailbox = served.mailbox
-        mailbox.words[13] = 1
+        mailbox.words.leader = 1
         count = np.zeros(1, np.int64)
         ranges = np.full((4, 2), -1, np.int64)
         record = np.array([count.ctypes.data, ranges.ctypes.data], np.uint64).tobytes()
-        assert mailbox.lead(record_range, record, 10, 1, 1) == -1
-        assert count[0] == 0 and mailbox.words[13] == 1
-        mailbox.words[13] = 0
+        assert mailbox.lead(mailbox.key(record_range), record, 10, 1, 1) == -1
+        assert count[0] == 0 and mailbox.words.leader == 1
+        mailbox.words.leader = 0
         lead_and_check(served, record_range, 10, 1, helpers=1)
-        assert mailbox.words[13] == 0
+        assert mailbox.words.leader == 0
     finally:
         served.stop()
 
@@ -612,18 +602,17 @@ def test_the_waking_thread_goes_on_once_a_woken_worker_watches(monkeypatch):
     # only until one watches.
     device = runtime._Device()
     monkeypatch.setattr(runtime, "_device", device)
-    monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 1000)
+    monkeypatch.setattr(runtime, "_SERVE_NS", 1000)
     try:
-        device.wake(2)    # starts the worker: it compiles, watches briefly and sleeps
+        device.wake(2)    # starts the worker: it watches briefly and sleeps
         deadline = time.monotonic() + 30
         while device.sleeping < 1 and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert device.sleeping == 1 and device.mailbox.ready
-        device.spin()
-        monkeypatch.setattr(runtime, "_SERVE_NANOSECONDS", 10**13)
-        monkeypatch.setattr(runtime, "_WAKE_NANOSECONDS", 10**11)   # however loaded the machine
+        assert device.sleeping == 1
+        monkeypatch.setattr(runtime, "_SERVE_NS", 10**13)
+        monkeypatch.setattr(runtime, "_WAKE_NS", 10**11)   # however loaded the machine
         device.wake(2)
-        assert device.mailbox.watching == 1
+        assert device.mailbox.words.watching == 1
     finally:
         send_back(monkeypatch, device)
 
@@ -652,8 +641,8 @@ def test_launches_too_small_to_be_queued_start_the_workers_that_share_them(monke
     device = runtime._Device()
     monkeypatch.setattr(runtime, "_device", device)
     # (however long a noisy machine makes them look: none is queued, which starts workers)
-    monkeypatch.setattr(runtime, "_FIRST_LAUNCH_SECONDS", 10.0)
-    monkeypatch.setattr(runtime, "_INLINE_SECONDS", 10.0)
+    monkeypatch.setattr(runtime, "_FIRST_LAUNCH_NS", 10**10)
+    monkeypatch.setattr(device.mailbox.words, "inline_ns", 10**13)
     count = counting_leads(monkeypatch, device)
     try:
         backend = kk.CPU(threads=2)
@@ -666,17 +655,17 @@ def test_launches_too_small_to_be_queued_start_the_workers_that_share_them(monke
         send_back(monkeypatch, device)
 
 
-def test_the_mailbox_is_compiled_by_a_worker_never_by_the_launching_thread(monkeypatch):
+def test_the_native_calls_are_compiled_on_a_thread_never_by_the_launching_one(monkeypatch):
     # A Ctrl-C while llvmlite frees what it made can have it free the same memory twice
     # (the process aborts); only the main thread sees Ctrl-C, and it launches.
     from backends.cpu import work_sharing
     callers = []
-    functions = work_sharing._functions
+    compiled = work_sharing._compiled
 
     def compiling():
         callers.append(threading.current_thread())
-        return functions()
-    monkeypatch.setattr(work_sharing, "_functions", compiling)
+        return compiled()
+    monkeypatch.setattr(work_sharing, "_compiled", compiling)
     device = runtime._Device()
     monkeypatch.setattr(runtime, "_device", device)
     count = counting_leads(monkeypatch, device)
@@ -717,7 +706,7 @@ def test_a_launch_of_milliseconds_is_queued_so_that_the_caller_goes_on_meanwhile
         rounds = max(rounds, int(rounds * 10e-3 / (time.perf_counter() - start)))
     (prepared,) = [prepared for key, prepared in loop_long._specializations.items()
                    if key[0] is backend]
-    monkeypatch.setattr(prepared, "seconds_per_group", 5e-3 / (n // 256 + 1))  # 5 ms
+    monkeypatch.setattr(prepared, "nanoseconds_per_group", 5e6 / (n // 256 + 1))  # 5 ms
     launch(a, rounds, ndrange=n)
     queued = len(runtime._device.queue)
     kk.synchronize(backend)
@@ -744,8 +733,8 @@ INTERRUPTED = textwrap.dedent("""
     for k in range(20):
         step(backend, 256)(a, k, ndrange=len(a))
         kk.synchronize(backend)
-    runtime._SERVE_NANOSECONDS = 10**13   # the workers watch the mailbox all along
-    runtime._JOINED_SECONDS = 10.0
+    runtime._SERVE_NS = 10**13   # the workers watch the mailbox all along
+    device.mailbox.words.joined_ns = 10**13
     with device.condition:
         device.submissions[0] += 1
         device.condition.notify_all()
@@ -783,23 +772,13 @@ def test_ctrl_c_anywhere_in_a_loop_of_led_launches_leaves_the_device_usable(tmp_
     assert "usable after 600 interrupts" in child.stdout
 
 
-def test_one_slow_run_moves_a_kernels_estimate_little_and_slow_runs_in_a_row_much():
-    estimate = 1e-6
-    after_one = runtime._folded(estimate, 50e-6)   # a run the system stopped
-    assert after_one <= 1.75 * estimate
-    for _ in range(10):                             # the kernel now takes 10 times longer
-        estimate = runtime._folded(estimate, 10e-6)
-    assert estimate > 9e-6
-    assert runtime._folded(0.0, 3e-6) == 3e-6       # the first run is the estimate
-
-
 @pytest.mark.parametrize("kernel", [step, step_and_say])
 @pytest.mark.parametrize("same", [True, False], ids=["same-arguments", "new-arguments"])
 def test_a_probed_launch_near_the_line_runs_on_the_calling_thread_alone(led_count, monkeypatch,
                                                                       capfd, kernel, same):
     # Led, the hand-over to the workers is part of its time; a launch that should run
     # inline would look long enough to lead from then on. (With the arguments packed
-    # last, the fast launcher's books decide; with others, `_Device.lead`'s.)
+    # last, the fast launcher's native call decides; with others, `run_groups`'s.)
     device = runtime._device
     backend = kk.CPU(threads=2)
     a = np.zeros(MID, np.int64)
@@ -810,25 +789,24 @@ def test_a_probed_launch_near_the_line_runs_on_the_calling_thread_alone(led_coun
     kk.synchronize(backend)
     prepared = prepared_for(kernel, backend)
     groups = -(-MID // 256)
-    near = 1.5 * runtime._LED_SECONDS / groups     # between leading and twice that
-    monkeypatch.setattr(prepared, "seconds_per_group", near)
-    monkeypatch.setattr(prepared, "leads", runtime._PROBED_LEADS - 1)  # the next is probed
-    led, posts = led_count[0], int(device.mailbox.words[0])
+    near = 1.5 * LED_NS / groups                   # between leading and twice that
+    monkeypatch.setattr(prepared, "nanoseconds_per_group", near)
+    prepared.state.leads = PROBED_LEADS - 1        # the next is probed
+    led, posts = led_count[0], device.mailbox.words.sequence
     capfd.readouterr()
-    answers = timed_answers(monkeypatch)
+    answers = launch_answers(monkeypatch)
     launch(a, 1, ndrange=MID)
     kk.synchronize(backend)
-    if same and answers is not None:   # decided by the fast launcher's native books
-        assert answers == [("lead_timed", 1)]
+    assert answers == [("launch_if_same" if same and native() else "launch", Ran.RAN)]
     # (the mailbox's sequence counts the posts: a lead opens and closes it)
-    assert led_count[0] == led + 1 and device.mailbox.words[0] == posts
-    assert prepared.leads == runtime._PROBED_LEADS
+    assert led_count[0] == led and device.mailbox.words.sequence == posts
+    assert prepared.state.leads == PROBED_LEADS
     if kernel is step_and_say:   # what it printed is out once synchronized
         assert "said 1" in capfd.readouterr().out
-    assert prepared.seconds_per_group != near      # timed on this thread alone
-    launch(a, 1, ndrange=MID)                        # the next one is led (not timed)
+    assert prepared.nanoseconds_per_group != near   # timed on this thread alone
+    launch(a, 1, ndrange=MID)                        # the next one is led
     kk.synchronize(backend)
-    assert device.mailbox.words[0] == posts + 2
+    assert device.mailbox.words.sequence == posts + 2 and led_count[0] == led + 1
     np.testing.assert_array_equal(a, expected_after(steps + [1, 1], MID))
 
 
@@ -838,19 +816,25 @@ def prepared_for(kernel, backend):
     return prepared
 
 
-def timed_answers(monkeypatch) -> list | None:
-    """[(name, answer)] of the mailbox's timed calls (`call_timed`, `lead_timed`) from
-    now on; None where it has none (the launcher keeps the books in Python)."""
-    mailbox = runtime._device.mailbox
-    if mailbox.lead_timed is None:
-        return None
+def native() -> bool:
+    """Whether fast launches compare their arguments natively here."""
+    return runtime._device.mailbox.calls().launch_if_same is not None
+
+
+def launch_answers(monkeypatch) -> list:
+    """[(name, answer)] of the native launch calls (`launch`, `launch_if_same`) from now
+    on."""
+    calls = runtime._device.mailbox.calls()
     answers = []
-    for name in ("call_timed", "lead_timed"):
-        def answering(*args, function=getattr(mailbox, name), name=name):
+    for name in ("launch", "launch_if_same"):
+        if getattr(calls, name) is None:
+            continue
+
+        def answering(*args, function=getattr(calls, name), name=name):
             answer = function(*args)
             answers.append((name, answer))
             return answer
-        monkeypatch.setattr(mailbox, name, answering)
+        monkeypatch.setattr(calls, name, answering)
     return answers
 
 
@@ -861,29 +845,30 @@ def bump(a):
 
 
 def test_a_short_fast_launch_folds_its_time_into_the_estimate(led_count, monkeypatch):
-    # The fast launcher's books, kept natively (`Mailbox.call_timed`) or in Python.
     backend = kk.CPU(threads=2)
     a = np.zeros(1024, np.int64)
     launch = bump(backend, 256)
     for _ in range(2):   # the general launch, then the one that packs the record
         launch(a, ndrange=1024)
     prepared = prepared_for(bump, backend)
-    long = 0.9 * runtime._LED_SECONDS / 4   # run here, and far longer than it takes
-    prepared.seconds_per_group = long
-    answers = timed_answers(monkeypatch)
+    long = 0.9 * LED_NS / 4   # run here, and far longer than it takes
+    prepared.nanoseconds_per_group = long
+    answers = launch_answers(monkeypatch)
     launch(a, ndrange=1024)
-    assert answers is None or answers == [("call_timed", 1)]
-    assert 0.75 * long < prepared.seconds_per_group < 0.85 * long   # 3/4 old, 1/4 new
-    tiny = 1e-15                            # and far shorter: one run counts 4 times it
-    prepared.seconds_per_group = tiny
+    assert answers == [("launch_if_same" if native() else "launch", Ran.RAN)]
+    assert 0.75 * long < prepared.nanoseconds_per_group < 0.85 * long   # 3/4 old, 1/4 new
+    tiny = 1e-9                             # and far shorter: one run counts 4 times it
+    prepared.nanoseconds_per_group = tiny
     launch(a, ndrange=1024)
-    assert prepared.seconds_per_group == pytest.approx(1.75 * tiny)
+    assert prepared.nanoseconds_per_group == pytest.approx(1.75 * tiny)
+    for _ in range(10):                     # slow runs in a row move it much
+        launch(a, ndrange=1024)
+    assert prepared.nanoseconds_per_group > 100 * tiny
     kk.synchronize(backend)
-    np.testing.assert_array_equal(a, np.full(1024, 4))
+    np.testing.assert_array_equal(a, np.full(1024, 14))
 
 
-def test_a_led_fast_launch_counts_its_leads_and_times_one_in_timed_leads(led_count,
-                                                                         monkeypatch):
+def test_a_led_fast_launch_counts_its_leads_and_is_timed(led_count, monkeypatch):
     device = runtime._device
     backend = kk.CPU(threads=2)
     a = np.zeros(MID, np.int64)
@@ -893,18 +878,13 @@ def test_a_led_fast_launch_counts_its_leads_and_times_one_in_timed_leads(led_cou
     kk.synchronize(backend)
     prepared = prepared_for(step, backend)
     groups = -(-MID // 256)
-    slow = 4 * runtime._PROBED_SECONDS / groups       # led, never probed
-    prepared.seconds_per_group = slow
-    prepared.leads = runtime._TIMED_LEADS             # the next is not timed
-    posts, led = int(device.mailbox.words[0]), led_count[0]
-    answers = timed_answers(monkeypatch)
+    slow = 4 * PROBED_NS / groups                   # led, never probed
+    prepared.nanoseconds_per_group = slow
+    prepared.state.leads = 0
+    posts, led = device.mailbox.words.sequence, led_count[0]
+    answers = launch_answers(monkeypatch)
     launch(a, 1, ndrange=MID)
-    assert answers is None or [(name, led > 0) for name, led in answers] == [("lead_timed", True)]
-    assert prepared.leads == runtime._TIMED_LEADS + 1 and led_count[0] == led + 1
-    assert prepared.seconds_per_group == slow and device.mailbox.words[0] == posts + 2
-    prepared.leads = 2 * runtime._TIMED_LEADS - 1     # the next is timed
-    launch(a, 1, ndrange=MID)
-    assert prepared.leads == 2 * runtime._TIMED_LEADS and led_count[0] == led + 2
-    assert prepared.seconds_per_group != slow and device.mailbox.words[0] == posts + 4
-    kk.synchronize(backend)
-    np.testing.assert_array_equal(a, expected_after([1] * 4, MID))
+    assert answers == [("launch_if_same" if native() else "launch", Ran.RAN)] or \
+        answers == [("launch_if_same" if native() else "launch", Ran.LED_BESIDE)]
+    assert prepared.state.leads == 1 and led_count[0] == led + 1
+    assert prepared.nanoseconds_per_group != slow and device.mailbox.words.sequence == posts + 2
