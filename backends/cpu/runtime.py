@@ -43,7 +43,7 @@ from kernelkit.ir import types as T
 from kernelkit.runtime.arguments import (ArgumentLayout, data_pointer, device_memory,
                                          element_strides, host_array, in_host_memory,
                                          numpy_argument_key, numpy_argument_type,
-                                         packing_function, scalar_slot,
+                                         launch_frame, packing_function, scalar_slot,
                                          SCALAR_SLOT, unpacking_source,
                                          unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
@@ -511,15 +511,14 @@ def _fast_launcher(backend: CPU, prepared: PreparedKernel, args):
             kinds.append(None)
     scalar_checks = " and ".join(f"type({name}) is {name}_key" for name, _ in scalars)
     same += [scalar_checks] if scalars else []
-    checked = f"if not ({' and '.join(checks) or 'True'}):\n"
     splice = _spliced(scalars)
     fingerprint = argument_checks.fingerprint_source(prepared.key, names, kinds) \
         if calls.launch_if_same is not None else None
     if fingerprint is not None:
-        source = _native_fire(backend, prepared, names, checked,
+        source = _native_fire(backend, prepared, names, checks,
                               f"n, {fingerprint}, {splice.cut}", splice, scalar_checks)
     else:
-        source = _python_fire(names, checked, ", ".join(kept[:2] + [splice.cut] + kept[3:]),
+        source = _python_fire(names, checks, ", ".join(kept[:2] + [splice.cut] + kept[3:]),
                               " and ".join(same), splice)
     exec(compile(source, f"<kernelkit launch of {prepared.name}>", "exec"),  # noqa: S102
          namespace)
@@ -549,21 +548,11 @@ def _spliced(scalars: list[tuple[str, int]]) -> _Splice:
                    f"join(({', '.join(parts)}, pieces[{len(scalars)}]))")
 
 
-def _packing(names: list[str] | None, checked: str, keep: str, indent: str) -> str:
-    """Lines of a fast launcher that unpack the arguments into `names` (None: they are
-    already), check their kinds (`checked`: an `if` that holds where they are not the
-    launcher's), find the launch's geometry, pack the record and keep it (`keep`, a
-    statement that may use `packed`, `total` and `items`), returning where there is
-    nothing to pack (False: `launch` takes it; True: nothing to run)."""
-    return (f"{unpacking_source(names, indent) if names is not None else ''}"
-            f"{indent}{checked}"
-            f"{indent}    return False\n"
-            f"{indent}try:\n"
-            f"{indent}    launch = geometry.get(n if type(n) is tuple else (n,))\n"
-            f"{indent}except TypeError:   # (an unhashable ndrange: `launch` says why)\n"
-            f"{indent}    return False\n"
-            f"{indent}if launch is None:\n"
-            f"{indent}    return False\n"
+def _packing(names: list[str] | None, checks: list[str], keep: str, indent: str) -> str:
+    """Lines of a fast launcher that check the arguments and find the geometry
+    (`launch_frame`), then pack the record and keep it (`keep`, a statement that may use
+    `packed`, `total` and `items`), returning True where there is nothing to run."""
+    return (f"{launch_frame(names, checks, indent)}"
             f"{indent}header, total, items = launch\n"
             f"{indent}if not total:\n"
             f"{indent}    return True\n"
@@ -571,7 +560,7 @@ def _packing(names: list[str] | None, checked: str, keep: str, indent: str) -> s
             f"{indent}{keep}\n")
 
 
-def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], checked: str,
+def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], checks: list[str],
                  kept: str, splice: _Splice, scalar_checks: str) -> str:
     """The source of a fast launcher whose arrays are compared natively, in the call
     that runs the launch (`_fast_launcher`). It keeps the two records packed last,
@@ -604,7 +593,7 @@ def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
             f"    last = other = (None, None)\n"
             f"    def packed_anew(args, n, previous):\n"
             f"        nonlocal last, other\n"
-            f"{_packing(names, checked, keep, '        ')}"
+            f"{_packing(names, checks, keep, '        ')}"
             f"        run(prepared, packed, total, items, args)\n"
             f"        return True\n"
             f"    def again(args, n):\n"
@@ -622,7 +611,7 @@ def _native_fire(backend: CPU, prepared: PreparedKernel, names: list[str], check
             f"    return fire\n")
 
 
-def _python_fire(names: list[str], checked: str, kept: str, same: str,
+def _python_fire(names: list[str], checks: list[str], kept: str, same: str,
                  splice: _Splice) -> str:
     """The source of a fast launcher whose arrays are compared in Python, `same`
     (`_fast_launcher`), where the object layout is not known: it packs the record
@@ -639,7 +628,7 @@ def _python_fire(names: list[str], checked: str, kept: str, same: str,
             f"            packed, total, items = record[-1]\n"
             f"{packing}"
             f"        else:\n"
-            f"{_packing(None, checked, f'last = ({kept}, (packed, total, items))', '            ')}"
+            f"{_packing(None, checks, f'last = ({kept}, (packed, total, items))', '            ')}"
             f"        run(prepared, packed, total, items, args)\n"
             f"        return True\n"
             f"    return fire\n")

@@ -39,7 +39,7 @@ from kernelkit.runtime.arguments import (ArgumentLayout, array_type_of,
                                          is_dataclass_instance, numpy_argument_key,
                                          numpy_argument_type, packing_function,
                                          read_only_argument, scalar_conversion, scalar_type_of,
-                                         struct_key, struct_type_of, unpacking_source,
+                                         struct_key, struct_type_of, launch_frame,
                                          unsupported_argument)
 from kernelkit.runtime.bounds import ERROR_RECORD_FIELDS, out_of_bounds_error
 from kernelkit.runtime.geometry import default_workgroupsize, number_of_groups
@@ -754,10 +754,8 @@ class CUDABackend(Backend):
         the grids of the ndranges `launch` has launched `prepared` over
         (`prepared.geometry`); any other goes through `launch` first.
 
-        It keeps what it packed last, with the ndrange, the arrays' fields and the scalar
-        objects it was packed from: a launch with the same ndrange, the same fields tuples
-        (each array's own, made once) and the same scalar objects (`is`: 0.0 and -0.0 are
-        equal but packed differently) launches those bytes again, without packing."""
+        Every launch packs its record anew: a scalar is packed in tens of nanoseconds, and
+        users pass a new time step or coefficient each launch."""
         if prepared.fire is not None:
             return prepared.fire
         if not all(isinstance(argtype, (T.ArrayType, T.ScalarType))
@@ -769,7 +767,7 @@ class CUDABackend(Backend):
                      "current": current,
                      "context": self._context, "gpu": self._gpu, "go": prepared.launch.go,
                      "finish": prepared.finish}
-        checks, fields, sources = [], ["*header"], []
+        checks, fields = [], ["*launch"]
         for name, value, argtype in zip(names, args, prepared.argtypes):
             namespace[f"{name}_key"] = self.argument_key(value)
             if isinstance(argtype, T.ArrayType):
@@ -778,33 +776,16 @@ class CUDABackend(Backend):
                 checks.append(f"type({name}) is CUDAArray and {name}.backend is backend and "
                               f"not {name}.adopted and {name}.key is {name}_key")
                 fields.append(f"*{name}.fields")
-                sources.append(f"{name}.fields")
             else:
                 checks.append(f"type({name}) is {name}_key")
                 fields.append(f"{scalar_conversion(argtype)}({name})")
-                sources.append(name)
-        unpack = unpacking_source(names, "        ")
-        same = " and ".join(["last[0] == n"] + [f"last[{index}] is {source}" for index, source
-                                                in enumerate(sources, 1)])
         source = (
             f"def make():\n"
-            f"    last = (None,)\n"
             f"    def fire(args, n):\n"
-            f"        nonlocal last\n"
-            f"{unpack}"
-            f"        if not ({' and '.join(checks) or 'True'}):\n"
+            f"{launch_frame(names, checks, '        ')}"
+            f"        if launch is EMPTY:\n"
             f"            return False\n"
-            f"        if {same}:\n"
-            f"            packed = last[-1]\n"
-            f"        else:\n"
-            f"            try:\n"
-            f"                header = geometry.get(n if type(n) is tuple else (n,))\n"
-            f"            except TypeError:   # (an unhashable ndrange: `launch` says why)\n"
-            f"                return False\n"
-            f"            if header is None or header is EMPTY:\n"
-            f"                return False\n"
-            f"            packed = finish({', '.join(fields)})\n"
-            f"            last = (n, {''.join(f'{s}, ' for s in sources)}packed)\n"
+            f"        packed = finish({', '.join(fields)})\n"
             f"        if {'True' if self._several else 'current.context is not context'}:\n"
             f"            gpu.make_current()\n"
             f"        result = go(packed)\n"

@@ -476,6 +476,24 @@ def unpacking_source(names: list[str], indent: str) -> str:
             f"{indent}    return False\n")
 
 
+def launch_frame(names: list[str] | None, checks: list[str], indent: str) -> str:
+    """Lines of a generated fast launcher (`Backend.fast_launcher`), the frame every
+    backend's shares: unpack `args` into `names` (None: they are already), check their
+    kinds (`checks`: expressions that hold where they are the launcher's), and find the
+    launch's geometry by its ndrange `n` in `geometry` (kept per ndrange by the
+    backend's general launch) as `launch`; returning False (the general launch takes
+    it) where one of these fails."""
+    return (f"{unpacking_source(names, indent) if names is not None else ''}"
+            f"{indent}if not ({' and '.join(checks) or 'True'}):\n"
+            f"{indent}    return False\n"
+            f"{indent}try:\n"
+            f"{indent}    launch = geometry.get(n if type(n) is tuple else (n,))\n"
+            f"{indent}except TypeError:   # (an unhashable ndrange: `launch` says why)\n"
+            f"{indent}    return False\n"
+            f"{indent}if launch is None:\n"
+            f"{indent}    return False\n")
+
+
 def element_strides(strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     """Byte strides as element strides; an array whose strides are not multiples of its
     item size (NumPy can make one) cannot be passed to a kernel."""
