@@ -67,9 +67,8 @@ class ProgramCall:
         recording, self.recording = self.recording, None
         assert recording is not None, "a ProgramCall is reversed at most once"
         for output, cotangent in zip(self.outputs, cotangents):
-            shadow = recording.shadow_of(output)
-            if shadow is not None and cotangent is not None:
-                kk.copyto(shadow, cotangent)
+            if cotangent is not None and recording.shadow_of(output) is not None:
+                recording.seed(output, cotangent)
         recording.reverse()
         return [shadow if kind is Duplicated else
                 recording.derivatives[id(traced)] if kind is Active else None

@@ -119,6 +119,51 @@ class Shadows:
         return None
 
 
+class Zeros:
+    """What a program's reverse pass knows of its shadows' contents: those that hold
+    zeros in memory (new shadows, zeroed ones), and those that are zero in value only,
+    their memory holding adjoints already taken (a reverse kernel that left the shadow
+    of an array its kernel overwrites whole unzeroed: `transform/outputs.py`). A shadow
+    zero in value is zeroed in memory before anything reads it, or stored into whole
+    (a gather kernel's `GATHER_STORED` form), and at the end of the pass. Each is known
+    by its identity; the recording keeps them alive."""
+
+    def __init__(self, zeros=()):
+        self.memory = {id(shadow): shadow for shadow in zeros}
+        self.value = {}
+
+    def in_memory(self, shadow) -> bool:
+        return id(shadow) in self.memory
+
+    def in_value(self, shadow) -> bool:
+        return id(shadow) in self.memory or id(shadow) in self.value
+
+    def zero_in_memory(self, shadow) -> None:
+        """Zero `shadow` in memory where it is zero in value only."""
+        if self.value.pop(id(shadow), None) is not None:
+            flat = shadow.reshape(-1)
+            _zero(kk.get_backend(shadow), 256)(flat, ndrange=flat.shape[0])
+            self.memory[id(shadow)] = shadow
+
+    def written(self, shadow) -> None:
+        """`shadow` may hold anything now."""
+        self.memory.pop(id(shadow), None)
+        self.value.pop(id(shadow), None)
+
+    def after(self, shadows, in_value, in_memory) -> None:
+        """A reverse launch of `shadows` left `in_value` zero in value and `in_memory`
+        zero in memory (the rest may hold anything)."""
+        for shadow in shadows:
+            if shadow is not None:
+                self.written(shadow)
+        self.value.update((id(shadow), shadow) for shadow in in_value)
+        self.memory.update((id(shadow), shadow) for shadow in in_memory)
+
+    def finish(self) -> None:
+        for shadow in list(self.value.values()):
+            self.zero_in_memory(shadow)
+
+
 class _SharedMemory(Exception):
     """An array that shares memory with one that has a shadow, without being it."""
 
@@ -131,6 +176,7 @@ class Recording:
         self.program = program
         self.launches: list[_Recorded] = []
         self.shadows = Shadows()
+        self.new_shadows: list = []     # those made here, zero until the reverse pass
         self.active: dict[int, float] = {}     # id of a traced scalar -> its tangent
         self.derivatives: dict[int, float] = {}             # id -> summed derivative
         self.readers: list[tuple[object, _Recorded]] = []   # (array, launch) read, not written
@@ -171,7 +217,14 @@ class Recording:
     def add_shadow(self, array):
         shadow = kk.zeros(kk.get_backend(array), array.dtype, np.shape(array))
         self.shadows.add(array, shadow)
+        self.new_shadows.append(shadow)
         return shadow
+
+    def seed(self, array, values) -> None:
+        """The adjoint of `array`'s final contents, before the reverse pass."""
+        shadow = self.shadow_of(array)
+        kk.copyto(shadow, values)
+        self.new_shadows = [s for s in self.new_shadows if s is not shadow]
 
     # -- the launches -------------------------------------------------------------------
 
@@ -278,6 +331,7 @@ class Recording:
         nested = Recording.__new__(Recording)
         nested.mode, nested.program = Mode.REVERSE, step
         nested.launches, nested.readers, nested.checksums = [], [], {}
+        nested.new_shadows = []
         nested.shadows = self.shadows.copy()   # the step's temporaries' shadows stay its own
         nested.active, nested.derivatives = self.active, self.derivatives
         nested.debug, nested.arguments, nested.pending = False, list(arguments), None
@@ -333,6 +387,7 @@ class Recording:
     # -- reverse ------------------------------------------------------------------------
 
     def reverse(self) -> None:
+        zeros = Zeros(self.new_shadows)
         restored = {}
         for recorded in self.launches:
             for array, _ in recorded.restores:
@@ -343,18 +398,21 @@ class Recording:
                     restored[id(array)] = (array, final)
         for recorded in reversed(self.launches):
             if recorded.copy is not None:
-                _reverse_of_copy(*recorded.copy)
+                _reverse_of_copy(*recorded.copy, zeros)
             if recorded.schedule is not None:
+                zeros.finish()
                 recorded.schedule.reverse(self)
+                zeros = Zeros()
             if recorded.reverse is not None:
                 derivatives = recorded.reverse.reverse(recorded.activities, recorded.tape,
                                                        recorded.ndrange,
-                                                       recorded.workgroupsize)
+                                                       recorded.workgroupsize, zeros)
                 for value, derivative in zip(recorded.values, derivatives):
                     if derivative is not None and id(value) in self.derivatives:
                         self.derivatives[id(value)] += derivative
             for array, copy in reversed(recorded.restores):
                 kk.get_backend(array).copyto(array, copy)
+        zeros.finish()
         for array, final in restored.values():
             kk.get_backend(array).copyto(array, final)
 
@@ -372,10 +430,11 @@ def _zero(adjoint):
     adjoint[i] = 0.0
 
 
-def _reverse_of_copy(shadow, source_shadow) -> None:
+def _reverse_of_copy(shadow, source_shadow, zeros: Zeros) -> None:
     """The reverse of `copyto(destination, source)`: the destination's adjoint goes to
-    the source's (where it has one) and is zeroed (its earlier contents did not count)."""
-    if shadow is None:
+    the source's (where it has one) and is zeroed (its earlier contents did not count);
+    where it is zero (in value) already, nothing changes."""
+    if shadow is None or zeros.in_value(shadow):
         return
     backend = kk.get_backend(shadow)
     flat = shadow.reshape(-1)
@@ -383,7 +442,10 @@ def _reverse_of_copy(shadow, source_shadow) -> None:
     if source_shadow is None:
         _zero(backend, 256)(flat, ndrange=n)
     else:
+        zeros.zero_in_memory(source_shadow)
+        zeros.written(source_shadow)
         _take_adjoint(backend, 256)(source_shadow.reshape(-1), flat, ndrange=n)
+    zeros.after((), (), (shadow,))
 
 
 def _checksum(array) -> bytes:
@@ -478,8 +540,8 @@ def gradient(program, argnums=0):
                 f"not {type(loss).__name__}" + (f" of shape {np.shape(loss)}"
                                                 if _is_array(loss) else ""))
         backend = kk.get_backend(loss)
-        backend.copyto(shadow, kk.to_backend(backend, np.ones(np.shape(loss),
-                                                              np.dtype(loss.dtype))))
+        recording.seed(loss, kk.to_backend(backend, np.ones(np.shape(loss),
+                                                            np.dtype(loss.dtype))))
         recording.reverse()
         results = [shadows[p] if p in shadows else
                    recording.derivatives[id(recording.arguments[p])] for p in positions]

@@ -32,7 +32,8 @@ from .device import translate_call
 from .jobs import compiler_job_from_backend, derivative_job
 from .program import _is_array, autodiff_program, is_program
 from .reduce import deterministic_sum
-from .signature import AUGMENTED, COMBINED, FORWARD, GATHER, REVERSE, derivative_parameters
+from .signature import (AUGMENTED, COMBINED, FORWARD, GATHER, GATHER_STORED, REVERSE,
+                        REVERSE_UNZEROED, derivative_parameters)
 from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
 from .transform.plugin import REVERSE_READS, WRITTEN, ADPlugin
 
@@ -660,7 +661,10 @@ class Rule:
             f"max_iterations= to autodiff or autodiff_thunk, or max_iterations=None to "
             f"count")
 
-    def reverse(self, args, tape: Tape, ndrange, workgroupsize):
+    def reverse(self, args, tape: Tape, ndrange, workgroupsize, zeros=None):
+        """The reverse launch after `augmented_forward` made `tape`; in a program's
+        reverse pass, `zeros` (`program.Zeros`) knows which shadows hold zeros, and
+        learns which this launch leaves zero."""
         if not isinstance(tape, Tape):
             raise LaunchError(f"kernel '{self.kernel.name}': tape= must be the tape the "
                               f"forward half returned, not {type(tape).__name__}")
@@ -675,22 +679,27 @@ class Rule:
             raise LaunchError(f"kernel '{self.kernel.name}': the reverse pass must have the "
                               f"forward's ndrange and workgroupsize {tape.geometry}, not "
                               f"{(plan.ndrange, plan.workgroupsize)}")
-        return unwrapped.regrouped(self.launch_reverse(plan, REVERSE, unwrapped, tape))
+        return unwrapped.regrouped(self.launch_reverse(plan, REVERSE, unwrapped, tape, zeros))
 
-    def launch_reverse(self, plan: Plan, mode: str, unwrapped: Unwrapped, tape: Tape | None):
+    def launch_reverse(self, plan: Plan, mode: str, unwrapped: Unwrapped, tape: Tape | None,
+                       zeros=None):
         """Launch the reverse or combined kernel of `plan` (`mode`), after its gather
         kernel if it has one (which reads no tape: a combined kernel's has empty arrays
-        for it); each Active scalar's derivative, summed from one partial per work-group."""
+        for it), or the kernels `zeros` allows (`in_program`); each Active scalar's
+        derivative, summed from one partial per work-group."""
         values, shadows = unwrapped.values, unwrapped.shadows
         ndrange, workgroupsize = plan.ndrange, plan.workgroupsize
         kernel = plan.kernels[mode]
+        launches = (plan.kernels.get(GATHER), kernel)
+        if zeros is not None:
+            launches, left = self.in_program(plan, unwrapped, zeros)
         partials = {}
         if plan.groups is None:
             plan.groups = math.prod(-(-n // g) for n, g in zip(ndrange, workgroupsize))
         for p in kernel[1]:
             if p.role == "partials":
                 partials[p.index] = self.backend.allocate(np.float64, (plan.groups,))
-        for launched in (plan.kernels.get(GATHER), kernel):
+        for launched in launches:
             if launched is None:
                 continue
             if tape is None and any(p.role == "tape" for p in launched[1]):
@@ -702,8 +711,48 @@ class Rule:
                                         partials[p.index] if p.role == "partials" else
                                         tape.arrays[p.field] for p in launched[1]),
                         ndrange, workgroupsize)
+        if zeros is not None:
+            zeros.after(shadows, *left)
         return tuple(deterministic_sum(self.backend, partials[i]) if i in partials else None
                      for i in range(len(values)))
+
+    def in_program(self, plan: Plan, unwrapped: Unwrapped, zeros):
+        """The gather and reverse kernels of a launch in a program's reverse pass, and the
+        shadows they leave zero in value (not in memory) and in memory. A shadow covers
+        the launch where its shape is the ndrange. Where each shadow the gather kernel
+        updates holds zeros (known to `zeros`: in memory, or in value where the gather
+        kernel stores into every element of it), the gather kernel stores into them
+        without reading them. Where every array the kernel overwrites whole
+        (`TapeLayout.whole_outputs`) has a covering shadow, the reverse kernel leaves
+        those shadows unzeroed: zero in value. Every other shadow of the launch that is
+        zero only in value is zeroed in memory first."""
+        shadows = unwrapped.shadows
+        layout = plan.kernels[REVERSE][2].notes[ADPlugin.name]
+
+        def covers(p) -> bool:
+            return tuple(np.shape(shadows[p])) == tuple(plan.ndrange)
+
+        stored = bool(layout.gathered) and all(
+            zeros.in_memory(shadows[p]) or (owned and covers(p) and zeros.in_value(shadows[p]))
+            for p, owned in layout.gathered)
+        outputs = [p for p in layout.whole_outputs if shadows[p] is not None]
+        unzeroed = bool(outputs) and all(map(covers, outputs))
+        kept = {p for p, _ in layout.gathered} if stored else set()
+        for p, shadow in enumerate(shadows):
+            if shadow is not None and p not in kept:
+                zeros.zero_in_memory(shadow)
+        gather, reverse = plan.kernels.get(GATHER), plan.kernels[REVERSE]
+        for mode, wanted in ((GATHER_STORED, stored), (REVERSE_UNZEROED, unzeroed)):
+            if wanted and mode not in plan.kernels:
+                [plan.kernels[mode]], _, _ = self.derivatives(
+                    (mode,), unwrapped, plan.ndrange, plan.workgroupsize)
+        if stored:
+            gather = plan.kernels[GATHER_STORED]
+        if unzeroed:
+            reverse = plan.kernels[REVERSE_UNZEROED]
+        covered = [shadows[p] for p in outputs if covers(p)]
+        return (gather, reverse), (covered if unzeroed else [],
+                                   [] if unzeroed else covered)
 
 
 class _Seen:

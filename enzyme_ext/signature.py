@@ -25,7 +25,11 @@ from .activities import has_shadow, is_active
 FORWARD, AUGMENTED, REVERSE = "forward", "augmented", "reverse"
 GATHER = "gather"   # the reverse kernel's neighbours' updates, gathered (transform/gather.py)
 COMBINED = "combined"   # the primal, then its reverse, in one kernel (transform/combined.py)
-MODES = (FORWARD, AUGMENTED, REVERSE, GATHER, COMBINED)
+# In a program's reverse pass (program.py), where shadows are known to be zero: the gather
+# kernel storing into them, and the reverse kernel leaving the shadows of the arrays the
+# kernel overwrites whole unzeroed (transform/outputs.py).
+GATHER_STORED, REVERSE_UNZEROED = "gather-stored", "reverse-unzeroed"
+MODES = (FORWARD, AUGMENTED, REVERSE, GATHER, COMBINED, GATHER_STORED, REVERSE_UNZEROED)
 
 TAPE_FIELDS: tuple[tuple[str, T.ScalarType], ...] = (
     ("tape_floats", T.float64), ("tape_integers", T.int64), ("tape_counts", T.int64))
@@ -68,7 +72,7 @@ def derivative_parameters(mode: str, activities: list[str], names: list[str],
                           tape_floats: T.ScalarType = T.float64) -> list[Parameter]:
     """The parameters of the `mode` kernel (see the module), its tape's float slots of
     type `tape_floats`."""
-    if mode == GATHER:      # launched with the reverse kernel's arguments
+    if mode in (GATHER, GATHER_STORED, REVERSE_UNZEROED):   # the reverse kernel's arguments
         mode = REVERSE
     if mode == COMBINED:
         return [p for p in derivative_parameters(REVERSE, activities, names, types,

@@ -321,11 +321,20 @@ def shifts(sites: list[Site], own: tuple[int, ...], sign: int) -> list[dict[int,
             for site in sites]
 
 
-def gather_kernel(reverse: Function, updates: dict[Value, list[Site]], workgroupsize
-                  ) -> Function:
+def owned_whole(sites: list[Site], workgroupsize) -> bool:
+    """Whether each work-item of the gather kernel owns its own element of the shadow
+    (index k its global index along axis k, for every axis): then a launch whose ndrange
+    is the shadow's shape stores into every element of it."""
+    return sites[0].axes == tuple(range(len(workgroupsize))) and not any(anchor(sites))
+
+
+def gather_kernel(reverse: Function, updates: dict[Value, list[Site]], workgroupsize,
+                  stored: bool = False) -> Function:
     """The kernel that adds each gathered shadow's updates up at their owners' elements:
     the reverse kernel's parameters, each work-item adding into the element at its
-    position plus the anchor offset the values its neighbours' updates would add."""
+    position plus the anchor offset the values its neighbours' updates would add. The
+    `stored` kernel is for shadows known to hold zeros (`program.py`): it does not read
+    them, and stores `0.0 + total`, the bits the other one would leave."""
     ndim = len(workgroupsize)
     gather = Function(reverse.name.rsplit(".", 1)[0] + f".{GATHER}", list(reverse.arg_names),
                       is_kernel=True, source_file=reverse.source_file)
@@ -361,7 +370,8 @@ def gather_kernel(reverse: Function, updates: dict[Value, list[Site]], workgroup
         target = mapped[shadow]
         element = [b.binary("add", own[axis], b.constant(offset, T.int64))
                    for axis, offset in zip(sites[0].axes, offsets)]
-        current = b.op(LOAD, [target, *element], target.type.dtype)
+        current = b.constant(0.0, target.type.dtype) if stored else \
+            b.op(LOAD, [target, *element], target.type.dtype)
         b.op(STORE, [target, *element, b.binary("add", current,
                                                 b.cast(total, target.type.dtype))])
     b.ret()

@@ -19,11 +19,10 @@ from kernelkit.passes import Pipeline
 from kernelkit.ir import types as T
 from kernelkit.ir.definitions import INTRINSIC, STORE
 from kernelkit.ir.function import Function, Module
-from kernelkit.ir.ops import Op
+from kernelkit.ir.ops import Op, constant_value
 
-from ..signature import (AUGMENTED, COMBINED, FORWARD, GATHER, MODES, REVERSE,
-                         derivative_parameters,
-                         shadow_type)
+from ..signature import (AUGMENTED, COMBINED, FORWARD, GATHER, GATHER_STORED, MODES,
+                         REVERSE, REVERSE_UNZEROED, derivative_parameters, shadow_type)
 from ..custom import JVP_MARKER, VJP_MARKER
 from ..device import MARKER as DEVICE_MARKER
 from .activity import source_error, written_arrays
@@ -31,7 +30,8 @@ from .combined import combined_kernel
 from .custom import plain_calls
 from .device import expand_device_autodiff
 from .forward import tangent_kernel
-from .gather import gather_kernel, gathered_updates, leave_out
+from .gather import gather_kernel, gathered_updates, leave_out, owned_whole
+from .outputs import whole_outputs
 from .reverse import reverse_kernels
 from .sizing import tape_layout
 from .stacks import narrow_float_tape
@@ -105,12 +105,16 @@ class ADPlugin(Plugin):
                 narrow_float_tape(function, floats)
             reverse_parameters = derivative_parameters(REVERSE, activities, names, types,
                                                        shadows, floats)
-            gather = gathered(module, reverse, reverse_parameters, workgroupsize)
+            gather, targets = gathered(module, reverse, reverse_parameters, workgroupsize,
+                                       stored=mode == GATHER_STORED)
             module.notes[REVERSE_READS] = reverse_reads(
                 [function for function in (reverse, gather) if function is not None],
                 reverse_parameters)
+            outputs = whole_outputs(kernel, workgroupsize)
+            if mode == REVERSE_UNZEROED:
+                unzeroed(reverse, reverse_parameters, outputs)
             layout = replace(tape_layout(kernel, plan), gather=gather is not None,
-                             float_type=floats)
+                             float_type=floats, gathered=targets, whole_outputs=outputs)
             module.notes[self.name] = layout
             if mode == COMBINED:
                 if not layout.combined:
@@ -125,7 +129,8 @@ class ADPlugin(Plugin):
                      reverse_parameters],
                     derivative_parameters(COMBINED, activities, names, types, shadows))
             else:
-                derivative = {AUGMENTED: augmented, REVERSE: reverse, GATHER: gather}[mode]
+                derivative = {AUGMENTED: augmented, REVERSE: reverse, GATHER: gather,
+                              GATHER_STORED: gather, REVERSE_UNZEROED: reverse}[mode]
             if derivative is None:
                 raise source_error(kernel, None, "this kernel's reverse pass has no gather "
                                    "kernel", "launch the gather kernel only where the "
@@ -156,17 +161,33 @@ def reverse_reads(functions: list[Function], parameters) -> tuple[int, ...]:
                          if p.role == "primal" and param in read}))
 
 
-def gathered(module: Module, reverse: Function, parameters, workgroupsize
-             ) -> Function | None:
+def gathered(module: Module, reverse: Function, parameters, workgroupsize, stored: bool
+             ) -> tuple[Function | None, tuple[tuple[int, bool], ...]]:
     """The gather kernel of the reverse kernel's neighbours' shadow updates, which it then
-    leaves out (`gather.py`), or None where there are none. Both read the reverse kernel
-    as the clean-up passes leave it."""
+    leaves out (`gather.py`), or None where there are none; and the shadows it updates,
+    as (primal position, whether each work-item's element is its own: `owned_whole`).
+    Both kernels read the reverse kernel as the clean-up passes leave it. The `stored`
+    gather kernel stores into shadows known to be zero, where the other adds."""
     module.functions = {reverse.name: reverse}
     Pipeline(CLEAN_UP)(module)
-    shadows = [param for param, p in zip(reverse.params, parameters) if p.role == "shadow"]
-    updates = gathered_updates(reverse, shadows, workgroupsize)
+    shadows = {param: p.index for param, p in zip(reverse.params, parameters)
+               if p.role == "shadow"}
+    updates = gathered_updates(reverse, list(shadows), workgroupsize)
     if not updates:
-        return None
-    gather = gather_kernel(reverse, updates, workgroupsize)
+        return None, ()
+    gather = gather_kernel(reverse, updates, workgroupsize, stored=stored)
     leave_out(reverse, updates, workgroupsize)
-    return gather
+    return gather, tuple((shadows[shadow], owned_whole(sites, workgroupsize))
+                         for shadow, sites in updates.items())
+
+
+def unzeroed(reverse: Function, parameters, outputs: tuple[int, ...]) -> None:
+    """The reverse kernel without its zeroing of the shadows of the arrays the kernel
+    overwrites whole (`outputs.py`): each such store of 0 is the last access of its
+    element, the shadow's other accesses being the loads of the adjoints."""
+    shadows = {param for param, p in zip(reverse.params, parameters)
+               if p.role == "shadow" and p.index in outputs}
+    for block in reverse.blocks:
+        block.ops = [op for op in block.ops if not (
+            op.definition is STORE and op.operands[0] in shadows
+            and constant_value(op.operands[-1]) == 0)]

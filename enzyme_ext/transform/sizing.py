@@ -53,6 +53,10 @@ class TapeLayout:
     terms: tuple
     loops: tuple
     gather: bool = False    # a gather kernel runs before the reverse kernel (gather.py)
+    # The shadows the gather kernel updates, as (primal position, whether each work-item
+    # updates its own element), and the arrays the kernel overwrites whole (outputs.py).
+    gathered: tuple = ()
+    whole_outputs: tuple = ()
     float_type: T.ScalarType = T.float64    # of the tape's float slots (`stacks.py`)
 
     def constant_slots(self) -> tuple[int, int] | None:
