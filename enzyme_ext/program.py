@@ -119,6 +119,12 @@ class Shadows:
         return None
 
 
+SKIP_ZEROS = True
+"""Whether a program's reverse pass follows which shadows hold zeros (`Zeros`) to skip
+the zeroing no launch reads. Without it, every launch's reverse runs as `ReverseSplit`
+runs it: the reference the tests compare with, bit for bit."""
+
+
 class Zeros:
     """What a program's reverse pass knows of its shadows' contents: those that hold
     zeros in memory (new shadows, zeroed ones), and those that are zero in value only,
@@ -129,14 +135,15 @@ class Zeros:
     by its identity; the recording keeps them alive."""
 
     def __init__(self, zeros=()):
+        self.followed = SKIP_ZEROS
         self.memory = {id(shadow): shadow for shadow in zeros}
         self.value = {}
 
     def in_memory(self, shadow) -> bool:
-        return id(shadow) in self.memory
+        return self.followed and id(shadow) in self.memory
 
     def in_value(self, shadow) -> bool:
-        return id(shadow) in self.memory or id(shadow) in self.value
+        return self.followed and (id(shadow) in self.memory or id(shadow) in self.value)
 
     def zero_in_memory(self, shadow) -> None:
         """Zero `shadow` in memory where it is zero in value only."""
@@ -159,9 +166,13 @@ class Zeros:
         self.value.update((id(shadow), shadow) for shadow in in_value)
         self.memory.update((id(shadow), shadow) for shadow in in_memory)
 
-    def finish(self) -> None:
+    def finish(self, dropped=()) -> None:
+        """The end of the pass: every shadow zero in value only is zeroed in memory, but
+        those `dropped` with the recording (the shadows of its temporaries)."""
+        dropped = {id(shadow) for shadow in dropped}
         for shadow in list(self.value.values()):
-            self.zero_in_memory(shadow)
+            if id(shadow) not in dropped:
+                self.zero_in_memory(shadow)
 
 
 class _SharedMemory(Exception):
@@ -400,19 +411,20 @@ class Recording:
             if recorded.copy is not None:
                 _reverse_of_copy(*recorded.copy, zeros)
             if recorded.schedule is not None:
-                zeros.finish()
+                zeros.finish()   # the loop's steps see shadows as they are in memory
                 recorded.schedule.reverse(self)
                 zeros = Zeros()
             if recorded.reverse is not None:
                 derivatives = recorded.reverse.reverse(recorded.activities, recorded.tape,
                                                        recorded.ndrange,
-                                                       recorded.workgroupsize, zeros)
+                                                       recorded.workgroupsize,
+                                                       zeros if zeros.followed else None)
                 for value, derivative in zip(recorded.values, derivatives):
                     if derivative is not None and id(value) in self.derivatives:
                         self.derivatives[id(value)] += derivative
             for array, copy in reversed(recorded.restores):
                 kk.get_backend(array).copyto(array, copy)
-        zeros.finish()
+        zeros.finish(dropped=self.new_shadows)
         for array, final in restored.values():
             kk.get_backend(array).copyto(array, final)
 
@@ -425,6 +437,14 @@ def _take_adjoint(source_adjoint, adjoint):
 
 
 @kk.kernel
+def _move_adjoint(source_adjoint, adjoint):
+    """`_take_adjoint` into a source adjoint known to be zero, leaving `adjoint` as it
+    is (zero in value: `Zeros`)."""
+    i = kk.index(kk.Global)
+    source_adjoint[i] = 0.0 + adjoint[i]
+
+
+@kk.kernel
 def _zero(adjoint):
     i = kk.index(kk.Global)
     adjoint[i] = 0.0
@@ -432,8 +452,10 @@ def _zero(adjoint):
 
 def _reverse_of_copy(shadow, source_shadow, zeros: Zeros) -> None:
     """The reverse of `copyto(destination, source)`: the destination's adjoint goes to
-    the source's (where it has one) and is zeroed (its earlier contents did not count);
-    where it is zero (in value) already, nothing changes."""
+    the source's (where it has one) and is zeroed (its earlier contents did not count).
+    Where it is zero (in value) already, nothing changes (a -0.0 in the source's adjoint
+    stays -0.0, where adding 0.0 would have made it 0.0); where the source's is zero (in
+    memory), the adjoint is moved there, and left zero in value only."""
     if shadow is None or zeros.in_value(shadow):
         return
     backend = kk.get_backend(shadow)
@@ -441,11 +463,14 @@ def _reverse_of_copy(shadow, source_shadow, zeros: Zeros) -> None:
     n = flat.shape[0]
     if source_shadow is None:
         _zero(backend, 256)(flat, ndrange=n)
+        zeros.after((), (), (shadow,))
+    elif zeros.in_memory(source_shadow):
+        _move_adjoint(backend, 256)(source_shadow.reshape(-1), flat, ndrange=n)
+        zeros.after((source_shadow,), (shadow,), ())
     else:
         zeros.zero_in_memory(source_shadow)
-        zeros.written(source_shadow)
         _take_adjoint(backend, 256)(source_shadow.reshape(-1), flat, ndrange=n)
-    zeros.after((), (), (shadow,))
+        zeros.after((source_shadow,), (), (shadow,))
 
 
 def _checksum(array) -> bytes:

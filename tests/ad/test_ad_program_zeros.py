@@ -12,6 +12,7 @@ import kernelkit as kk
 from enzyme_ext import (Const, Duplicated, Reverse, ReverseSplit, autodiff, autodiff_thunk,
                         compiler_job_from_backend)
 from enzyme_ext.jobs import derivative_job
+from enzyme_ext import program as programs
 from enzyme_ext.program import Zeros
 from enzyme_ext.signature import GATHER_STORED, REVERSE_UNZEROED
 from kernelkit.compiler.driver import compile_job
@@ -239,3 +240,42 @@ def test_without_zeroing_what_is_zero_in_value_the_gradient_would_be_wrong(backe
              Duplicated(kk.zeros(backend, np.float64, n), d_out))
     assert np.any(kk.to_numpy(dx))       # y's adjoint read as it was left
     assert np.any(kk.to_numpy(d_out))    # and the final one never zeroed
+
+
+def in_place_loop(backend, steps, alpha):
+    """Each step into a temporary, copied back (`kk.copyto`): the copy's reverse moves
+    the adjoint into the temporary's, which the step's gather kernel then reads."""
+    def program(initial, final):
+        field = kk.zeros_like(initial)
+        kk.copyto(field, initial)
+        for _ in range(steps):
+            following = kk.empty_like(field)
+            heat_step(backend, GROUP)(following, field, alpha, ndrange=field.shape)
+            kk.copyto(field, following)
+        kk.copyto(final, field)
+    return program
+
+
+@pytest.mark.parametrize("steps", [1, 5])
+def test_an_in_place_loop_s_gradient_is_the_same_bits_knowing_no_zeros(backend, steps,
+                                                                       monkeypatch):
+    shape, alpha = (19, 24), np.float32(0.2)
+    rng = np.random.default_rng(4)
+    u0 = rng.random(shape, dtype=np.float32)
+    seed = rng.random(shape, dtype=np.float32)
+
+    def gradient_() -> np.ndarray:
+        d_initial = kk.zeros(backend, np.float32, shape)
+        d_final = kk.to_backend(backend, seed.copy())
+        autodiff(Reverse, in_place_loop(backend, steps, alpha),
+                 Duplicated(kk.to_backend(backend, u0), d_initial),
+                 Duplicated(kk.zeros(backend, np.float32, shape), d_final))
+        assert not np.any(kk.to_numpy(d_final))
+        return kk.to_numpy(d_initial)
+
+    got = gradient_()
+    np.testing.assert_allclose(got, heat_adjoint(seed.astype(np.float64), 0.2, steps),
+                               rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(programs, "SKIP_ZEROS", False)
+    expected = gradient_()
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
