@@ -140,10 +140,14 @@ class ADPlugin(Plugin):
         derivative.disjoint_arrays = True
         module.functions = {derivative.name: derivative}
         # The derivative kernel is built block by block, with values recomputed where
-        # they are needed: the generic clean-up passes merge and share what they can;
+        # they are needed, and keeps adjoints, counters and a combined kernel's tape in
+        # private cells: those become values first (`promote-private`: the reverse of a
+        # counted loop is then a counted loop to the target), and only here, after the
+        # gather kernel was split off the reverse kernel as it was built; the generic
+        # clean-up passes merge and share what they can;
         # then each block's loads go first (`hoist-loads`: on a GPU their latencies
         # overlap, where the shadows' were waited for one after another).
-        Pipeline(CLEAN_UP + ("hoist-loads",))(module)
+        Pipeline(("promote-private",) + CLEAN_UP + ("hoist-loads",))(module)
 
 
 def reverse_reads(functions: list[Function], parameters) -> tuple[int, ...]:

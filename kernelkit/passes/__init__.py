@@ -10,6 +10,7 @@ from .hoist_loads import HoistLoads
 from .inline import Inline
 from .loop_barriers import LoopBarriers
 from .masked_loops import MaskedLoops
+from .promote_private import PromotePrivate
 from .pipeline import PASSES, Pipeline, run_passes
 from .simplify import Simplify
 from .split_barriers import SplitBarriers
@@ -19,5 +20,5 @@ from .trip_counts import TripCounts
 
 __all__ = ["PASSES", "Pipeline", "run_passes", "Inline", "Simplify", "DeadCode",
            "CommonSubexpressions", "CheckBarriers", "GuardVersioning", "HoistLoads",
-           "LoopBarriers", "MaskedLoops", "SplitBarriers", "SplitTuples",
+           "LoopBarriers", "MaskedLoops", "PromotePrivate", "SplitBarriers", "SplitTuples",
            "SubgroupsInLocalMemory", "TripCounts"]
