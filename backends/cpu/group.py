@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kernelkit.analysis.loops import counted_loop, natural_loops
 from kernelkit.analysis.regions import ends_with_barrier, region_order
 from kernelkit.compiler.launch_record import EntryPointBuilder, LaunchRecord
 from kernelkit.compiler.llvm_types import ArrayValue, i1, i8, i32, i64, llvm_type, memory_type, ptr
@@ -35,6 +36,7 @@ from kernelkit.ir.definitions import (ADD, ARITHMETIC, ASSUME, BARRIER_ANY, BR, 
 from kernelkit.ir import types as T
 from kernelkit.ir.ops import Op
 from kernelkit.passes.guard_versioning import SUFFIX as GUARDED_SUFFIX
+from kernelkit.passes.loop_barriers import LoopBarriers
 
 from .item_split import row_range, row_split
 from .libc import cpu_math
@@ -69,6 +71,10 @@ kernel of 1,364 operations took 12.8 s to compile with its three copies split (s
 all), 4.7 s with two and 1.8 s with one; its derivative kernels of 1,098 operations 1.9
 s, of 1,387 and 1,988 operations 17 and 25 s. (The heat step's reverse, an Active
 scalar's group sum in it, has 619.)"""
+
+UNROLLED_OPERATIONS = 2048
+"""The most operations a loop unrolled whole (`unrolled_loops`) may come to: its trip
+count times its body's operations."""
 
 
 def _first_item_axes(condition) -> set | None:
@@ -185,6 +191,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
             if detects_races(job.config.target) else None
         self.polls = InterruptPolls(module)
         self.polled_edges: dict = {}   # function -> its `polled_back_edges`
+        self.unrolled_headers: dict = {}   # function -> its `unrolled_loops`
 
     # -- the group function ---------------------------------------------------------------
 
@@ -866,6 +873,21 @@ class GroupFunctionBuilder(EntryPointBuilder):
         if any((block, successor) in edges for successor in successors):
             self.polls.poll(builder)
 
+    def back_edge_metadata(self, function, block, successors):
+        """Back edges of the loops `unrolled_loops` gives: LLVM is told to unroll them
+        whole (as the loop-barriers pass, which leaves them alone, expects)."""
+        headers = self.unrolled_headers.get(function)
+        if headers is None:
+            headers = self.unrolled_headers[function] = unrolled_loops(function)
+        if not any(successor in headers and block in headers[successor]
+                   for successor in successors):
+            return None
+        module = self.module
+        node = module.add_metadata([ir.MetaDataString(module, f"unrolled{len(module.metadata)}")])
+        node.operands = (node, module.add_metadata([
+            ir.MetaDataString(module, "llvm.loop.unroll.full")]))
+        return node
+
     def kernel_return(self, builder):
         if self.has_barrier:
             self.select_region(builder, FINISHED)
@@ -907,6 +929,27 @@ class GroupFunctionBuilder(EntryPointBuilder):
 
     def math(self, builder, name, args, type):
         return cpu_math(builder, name, args, type, self.job.config.target.vector_library)
+
+
+def unrolled_loops(function) -> dict:
+    """The loops LLVM is told to unroll whole (header -> the blocks of the loop): those
+    of a constant trip count small enough that the loop-barriers pass leaves them in the
+    work-items' code (`LoopBarriers.small_trip_count`), whose body of at most
+    `UNROLLED_OPERATIONS` once unrolled has no barrier. LLVM unrolls a short loop of a
+    short body on its own; one of a longer body it would keep as a loop inside the
+    work-item loop, which then stays scalar (the vectorizer takes innermost loops only):
+    the reverse of a tiled matrix multiply's loop over a tile (a 16-trip loop of two
+    shadow updates and their products) ran a scalar loop per work-item."""
+    loops = {}
+    trips_at_most = LoopBarriers().small_trip_count
+    for header, body in natural_loops(function).items():
+        counted = counted_loop(header, body)
+        trips = counted.trip_count(trips_at_most) if counted is not None else None
+        if trips is None or any(ends_with_barrier(block) for block in body):
+            continue
+        if trips * sum(len(block.ops) for block in body) <= UNROLLED_OPERATIONS:
+            loops[header] = body
+    return loops
 
 
 class _DistinctNode(ir.values.MDValue):

@@ -54,6 +54,12 @@ class KernelEnvironment:
         edges (the CPU's) emits its poll here, and leaves the builder where the branch
         goes; others emit nothing."""
 
+    def back_edge_metadata(self, function, block, successors):
+        """The `llvm.loop` metadata of the branch that ends `block` of `function` to
+        `successors` (IR blocks), where it is the back edge of a loop the target has
+        something to tell LLVM about (the CPU's: unroll it whole), or None."""
+        return None
+
     def out_of_bounds(self, builder: ir.IRBuilder, loc, axis: int, indices: list[ir.Value],
                       shape: list[ir.Value]) -> None:
         """Report an out-of-bounds access (`indices[axis]` is outside `shape[axis]`) and

@@ -164,7 +164,7 @@ class BodyLowering:
         (successor,) = op.successors
         self.env.before_branch(builder, self.function, self.block, (successor.block,))
         self.branch_args(builder, successor)
-        builder.branch(self.blocks[successor.block])
+        self.loop_metadata(builder.branch(self.blocks[successor.block]), (successor.block,))
 
     def op_cbr(self, builder, op: Op):
         then, orelse = op.successors
@@ -172,7 +172,14 @@ class BodyLowering:
         condition = self.use(builder, op.operands[0])
         self.branch_args(builder, then)
         self.branch_args(builder, orelse)
-        builder.cbranch(condition, self.blocks[then.block], self.blocks[orelse.block])
+        self.loop_metadata(builder.cbranch(condition, self.blocks[then.block],
+                                           self.blocks[orelse.block]),
+                           (then.block, orelse.block))
+
+    def loop_metadata(self, branch, successors) -> None:
+        metadata = self.env.back_edge_metadata(self.function, self.block, successors)
+        if metadata is not None:
+            branch.set_metadata("llvm.loop", metadata)
 
     def op_ret(self, builder, op: Op):
         self.env.kernel_return(builder)
