@@ -939,7 +939,11 @@ def unrolled_loops(function) -> dict:
     short body on its own; one of a longer body it would keep as a loop inside the
     work-item loop, which then stays scalar (the vectorizer takes innermost loops only):
     the reverse of a tiled matrix multiply's loop over a tile (a 16-trip loop of two
-    shadow updates and their products) ran a scalar loop per work-item."""
+    shadow updates and their products) ran a scalar loop per work-item. Only a body
+    without branches is unrolled: one with a branch in it, unrolled, is as many
+    diamonds in a row, and the augmented forward of a guarded 31-trip loop (a push to
+    the tape on one side of each, at a position that depends on the sides taken
+    before) kept LLVM's optimizer busy for over ten minutes."""
     loops = {}
     trips_at_most = LoopBarriers().small_trip_count
     for header, body in natural_loops(function).items():
@@ -947,6 +951,8 @@ def unrolled_loops(function) -> dict:
         trips = counted.trip_count(trips_at_most) if counted is not None else None
         if trips is None or any(ends_with_barrier(block) for block in body):
             continue
+        if any(block.terminator.definition is not BR for block in body if block is not header):
+            continue   # a branch in the body: see above
         if trips * sum(len(block.ops) for block in body) <= UNROLLED_OPERATIONS:
             loops[header] = body
     return loops
