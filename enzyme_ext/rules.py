@@ -733,8 +733,8 @@ class Rule:
             return tuple(np.shape(shadows[p])) == tuple(plan.ndrange)
 
         stored = bool(layout.gathered) and all(
-            zeros.in_memory(shadows[p]) or (owned and covers(p) and zeros.in_value(shadows[p]))
-            for p, owned in layout.gathered)
+            zeros.in_memory(shadows[p]) or (whole and covers(p) and zeros.in_value(shadows[p]))
+            for p, whole in layout.gathered)
         outputs = [p for p in layout.whole_outputs if shadows[p] is not None]
         unzeroed = bool(outputs) and all(map(covers, outputs))
         kept = {p for p, _ in layout.gathered} if stored else set()

@@ -17,7 +17,7 @@ from dataclasses import replace
 from kernelkit.compiler.plugins import Plugin
 from kernelkit.passes import Pipeline
 from kernelkit.ir import types as T
-from kernelkit.ir.definitions import INTRINSIC, STORE
+from kernelkit.ir.definitions import INTRINSIC, LOAD, STORE
 from kernelkit.ir.function import Function, Module
 from kernelkit.ir.ops import Op, constant_value
 
@@ -169,7 +169,8 @@ def gathered(module: Module, reverse: Function, parameters, workgroupsize, store
              ) -> tuple[Function | None, tuple[tuple[int, bool], ...]]:
     """The gather kernel of the reverse kernel's neighbours' shadow updates, which it then
     leaves out (`gather.py`), or None where there are none; and the shadows it updates,
-    as (primal position, whether each work-item's element is its own: `owned_whole`).
+    as (primal position, whether it stores into every element of the shadow where the
+    ndrange is its shape, reading none: `owned_whole`, and no update reads the shadow).
     Both kernels read the reverse kernel as the clean-up passes leave it. The `stored`
     gather kernel stores into shadows known to be zero, where the other adds."""
     module.functions = {reverse.name: reverse}
@@ -181,7 +182,15 @@ def gathered(module: Module, reverse: Function, parameters, workgroupsize, store
         return None, ()
     gather = gather_kernel(reverse, updates, workgroupsize, stored=stored)
     leave_out(reverse, updates, workgroupsize)
-    return gather, tuple((shadows[shadow], owned_whole(sites, workgroupsize))
+    # The gather kernel's reads of each shadow it updates, but the adding kernel's read
+    # of the element it adds into: a shadow read at a neighbour's element too cannot be
+    # stored into from zeros in value only.
+    reads = {shadow: -1 if not stored else 0 for shadow in updates}
+    mine = dict(zip(gather.params, reverse.params))
+    for op in gather.ops():
+        if op.definition is LOAD and mine.get(op.operands[0]) in reads:
+            reads[mine[op.operands[0]]] += 1
+    return gather, tuple((shadows[shadow], owned_whole(sites, workgroupsize) and not reads[shadow])
                          for shadow, sites in updates.items())
 
 

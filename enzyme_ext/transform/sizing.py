@@ -53,8 +53,9 @@ class TapeLayout:
     terms: tuple
     loops: tuple
     gather: bool = False    # a gather kernel runs before the reverse kernel (gather.py)
-    # The shadows the gather kernel updates, as (primal position, whether each work-item
-    # updates its own element), and the arrays the kernel overwrites whole (outputs.py).
+    # The shadows the gather kernel updates, as (primal position, whether it writes all
+    # of it, reading none, where the ndrange is its shape: `plugin.gathered`), and the
+    # arrays the kernel overwrites whole (outputs.py).
     gathered: tuple = ()
     whole_outputs: tuple = ()
     float_type: T.ScalarType = T.float64    # of the tape's float slots (`stacks.py`)
