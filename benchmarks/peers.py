@@ -4,9 +4,10 @@ A peer takes host numpy inputs through `from_numpy`, runs each benchmark operati
 a user of that library would write it, and says how to import it and how to compile a
 first function in a fresh process. On the GPU the peers are CuPy and PyTorch, each as
 its users write array code (element-wise expressions, its own matmul and sum).
-"""
-from __future__ import annotations
 
+The annotations here are evaluated when defined (no `from __future__ import annotations`):
+Taichi reads its kernels' argument types from them.
+"""
 import contextlib
 import importlib.util
 import sys
@@ -436,14 +437,9 @@ class TaichiTapePeer:
         return None
 
     def prepare(self, x: np.ndarray):
-        import taichi as ti
+        ti = start_taichi(self.gpu)
         n = x.shape[0]
         if n not in self._fields:
-            if not self._fields:
-                ti.init(arch=ti.cuda if self.gpu else ti.cpu, log_level=ti.ERROR)
-                if self.gpu and ti.lang.impl.current_cfg().arch != ti.cuda:
-                    raise RuntimeError("taichi has no CUDA device here (it fell back to "
-                                       "the CPU)")
             values = ti.field(dtype=ti.f32, shape=n, needs_grad=True)
             loss = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
 
@@ -470,6 +466,182 @@ class TaichiTapePeer:
 
 GRADIENT_PEERS = (JaxGradPeer, WarpTapePeer, TaichiTapePeer)
 """The peers of the gradient case, in column order; each optional."""
+
+
+def start_taichi(gpu: bool):
+    """Import Taichi and start its runtime once per process, on its CUDA or its CPU
+    backend (a second `ti.init` would destroy the fields another peer made before);
+    return the module. Taichi prints its banner on stdout: to stderr, away from the
+    table."""
+    with contextlib.redirect_stdout(sys.stderr):
+        import taichi as ti
+        if not _taichi_started:
+            ti.init(arch=ti.cuda if gpu else ti.cpu, log_level=ti.ERROR)
+            _taichi_started.append(gpu)
+    if _taichi_started[0] != gpu:
+        raise RuntimeError(f"taichi was started on its {'CPU' if gpu else 'GPU'} in this "
+                           "process")
+    if gpu and ti.lang.impl.current_cfg().arch != ti.cuda:
+        raise RuntimeError("taichi has no CUDA device here (it fell back to the CPU)")
+    return ti
+
+
+_taichi_started: list[bool] = []
+"""Whether `start_taichi` started Taichi for the GPU; empty before it did."""
+
+
+# ---------------------------------------------------------------------------------------
+# Heat-loop gradient peers: the gradient of the sum of the field after `steps` explicit
+# heat steps (`kernels.heat_step`: the boundary keeps its values, each interior point
+# moves by alpha times its five-point Laplacian) with respect to the initial field, as
+# each library's users write it. Both libraries differentiate a launch by its recorded
+# arguments and silently give wrong gradients when a later launch overwrites an array an
+# earlier one read, so their users keep every step: one array (or one slice of a field)
+# per time step. `prepare(u0, alpha, steps)` allocates and defines the kernels;
+# `gradient(state)` records the forward loop on the tape and runs it backward;
+# `to_numpy` reads the initial field's gradient back, for the check. CPU only.
+
+
+class WarpHeatTapePeer:
+    """A Warp kernel launched once per step from `fields[t]` into `fields[t + 1]` (101
+    arrays with `requires_grad`), then a kernel atomically adding the last one into a
+    one-element loss, all recorded on a `wp.Tape`; `tape.backward(loss=loss)` fills
+    `fields[0].grad`. Each gradient first resets the tape and zeroes the loss, as a
+    training step does. Warp's CPU kernels run on one thread."""
+
+    name = "warp"
+
+    def __init__(self) -> None:
+        self._kernels = None
+
+    def unavailable_reason(self) -> str | None:
+        return None if importlib.util.find_spec("warp") else "warp-lang is not installed"
+
+    def prepare(self, u0: np.ndarray, alpha: np.float32, steps: int):
+        # Warp prints its banner and its kernels' compilation on stdout: to stderr, away
+        # from the table.
+        with contextlib.redirect_stdout(sys.stderr):
+            return self._prepare(u0, alpha, steps)
+
+    def _prepare(self, u0: np.ndarray, alpha: np.float32, steps: int):
+        import warp as wp
+        if self._kernels is None:
+            self._kernels = _define_warp_heat_kernels()
+        device = "cpu"
+        fields = [wp.array(u0, dtype=wp.float32, device=device, requires_grad=True)]
+        fields += [wp.zeros(u0.shape, dtype=wp.float32, device=device, requires_grad=True)
+                   for _ in range(steps)]
+        loss = wp.zeros(1, dtype=wp.float32, device=device, requires_grad=True)
+        state = fields, float(alpha), loss, wp.Tape(), device
+        self.gradient(state)  # compiles the kernels
+        return state
+
+    def gradient(self, state):
+        import warp as wp
+        heat_step, field_sum = self._kernels
+        fields, alpha, loss, tape, device = state
+        tape.reset()
+        loss.zero_()
+        with tape:
+            for current, following in zip(fields, fields[1:]):
+                wp.launch(heat_step, dim=current.shape, inputs=[current, alpha],
+                          outputs=[following], device=device)
+            wp.launch(field_sum, dim=fields[-1].shape, inputs=[fields[-1]], outputs=[loss],
+                      device=device)
+        tape.backward(loss=loss)
+        wp.synchronize_device(device)
+        return fields[0].grad
+
+    def to_numpy(self, gradient) -> np.ndarray:
+        return gradient.numpy()
+
+
+def _define_warp_heat_kernels() -> tuple:
+    import warp as wp
+
+    @wp.kernel
+    def heat_step(u: wp.array2d(dtype=wp.float32), alpha: wp.float32,
+                  u_next: wp.array2d(dtype=wp.float32)):
+        i, j = wp.tid()
+        if i == 0 or j == 0 or i == u.shape[0] - 1 or j == u.shape[1] - 1:
+            u_next[i, j] = u[i, j]
+        else:
+            laplacian = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * u[i, j]
+            u_next[i, j] = u[i, j] + alpha * laplacian
+
+    @wp.kernel
+    def field_sum(u: wp.array2d(dtype=wp.float32), loss: wp.array(dtype=wp.float32)):
+        i, j = wp.tid()
+        wp.atomic_add(loss, 0, u[i, j])
+
+    return heat_step, field_sum
+
+
+class TaichiHeatTapePeer:
+    """A Taichi field with a time dimension, (steps + 1, n, n), a kernel computing slice
+    t + 1 from slice t, and a kernel adding the last slice into a scalar loss field, run
+    under `ti.ad.Tape(loss=loss)`, which zeroes every gradient, seeds the loss and runs
+    the kernels' adjoints in reverse order: the gradient is slice 0 of the field's grad.
+    Taichi's CPU kernels use every core."""
+
+    name = "taichi"
+
+    def unavailable_reason(self) -> str | None:
+        return None if importlib.util.find_spec("taichi") else "taichi is not installed"
+
+    def prepare(self, u0: np.ndarray, alpha: np.float32, steps: int):
+        ti = start_taichi(gpu=False)
+        rows, cols = u0.shape
+        field = ti.field(dtype=ti.f32, shape=(steps + 1, rows, cols), needs_grad=True)
+        loss = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
+
+        @ti.kernel
+        def set_initial(u0: ti.types.ndarray(dtype=ti.f32, ndim=2)):
+            for i, j in ti.ndrange(rows, cols):
+                field[0, i, j] = u0[i, j]
+
+        @ti.kernel
+        def heat_step(t: ti.i32, alpha: ti.f32):
+            for i, j in ti.ndrange(rows, cols):
+                if i == 0 or j == 0 or i == rows - 1 or j == cols - 1:
+                    field[t + 1, i, j] = field[t, i, j]
+                else:
+                    laplacian = (field[t, i - 1, j] + field[t, i + 1, j] + field[t, i, j - 1]
+                                 + field[t, i, j + 1] - 4.0 * field[t, i, j])
+                    field[t + 1, i, j] = field[t, i, j] + alpha * laplacian
+
+        @ti.kernel
+        def field_sum():
+            for i, j in ti.ndrange(rows, cols):
+                loss[None] += field[steps, i, j]
+
+        @ti.kernel
+        def initial_gradient(out: ti.types.ndarray(dtype=ti.f32, ndim=2)):
+            for i, j in ti.ndrange(rows, cols):
+                out[i, j] = field.grad[0, i, j]
+
+        set_initial(u0)
+        return field, loss, float(alpha), steps, heat_step, field_sum, initial_gradient
+
+    def gradient(self, state):
+        import taichi as ti
+        field, loss, alpha, steps, heat_step, field_sum, _ = state
+        with ti.ad.Tape(loss=loss):
+            for t in range(steps):
+                heat_step(t, alpha)
+            field_sum()
+        ti.sync()
+        return state
+
+    def to_numpy(self, gradient) -> np.ndarray:
+        field, initial_gradient = gradient[0], gradient[-1]
+        out = np.empty(field.shape[1:], dtype=np.float32)
+        initial_gradient(out)
+        return out
+
+
+HEAT_GRADIENT_PEERS = (WarpHeatTapePeer, TaichiHeatTapePeer)
+"""The peers of the heat-loop gradient case, in column order; each optional."""
 
 
 PEERS = {"cpu": (NumpyPeer, NumbaPeer), "cuda": (CupyPeer, TorchPeer)}

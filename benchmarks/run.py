@@ -28,7 +28,9 @@ and reverse) next to the primal launch, in a column "primal" (kk/primal is rever
 primal), after checking the derivatives against analytic ones, and against its byte
 floor (`byte_floor`: the bytes its kernels must move, at the run's copy bandwidth);
 `grad_sin_x` times the gradient of sum(sin(x) * x) next to the optional gradient peers
-(`peers.GRADIENT_PEERS`: JAX, Warp, Taichi; `pip install -e '.[bench-ad]'`);
+(`peers.GRADIENT_PEERS`: JAX, Warp, Taichi; `pip install -e '.[bench-ad]'`), and
+`heat_program_gradient` the gradient of a 100-step heat loop next to the same loop on
+Warp's and Taichi's tapes (`peers.HEAT_GRADIENT_PEERS`, on the CPU);
 `ad_cold_compile` and `ad_warm_start` time the first autodiff call in a fresh
 interpreter, with an empty and with a filled cache.
 
@@ -205,6 +207,22 @@ class FasterThanPeersTarget:
             return "n/a"
         return "PASS" if all(measurement.kernelkit.median < peer.median for peer in ran) \
             else "FAIL"
+
+
+@dataclass(frozen=True, slots=True)
+class AllTargets:
+    """Every one of `targets` must hold: FAIL if one fails, PASS if the others pass or
+    do not apply (n/a: a peer that is not installed), n/a if none applies."""
+
+    targets: tuple
+
+    def describe(self, primary: str | None) -> str:
+        return "; ".join(target.describe(primary) for target in self.targets)
+
+    def verdict(self, measurement: Measurement, primary: str | None,
+                reference: float | None = None) -> str:
+        verdicts = {target.verdict(measurement, primary, reference) for target in self.targets}
+        return "FAIL" if "FAIL" in verdicts else "PASS" if "PASS" in verdicts else "n/a"
 
 
 # ---------------------------------------------------------------------------------------
@@ -1005,12 +1023,24 @@ def bench_heat_program_gradient(ctx: Context) -> Measurement:
     the (16, 16) groups a GPU user picks, the boundary copied on one side of an `if`),
     then the final field copied out; `autodiff(Reverse, program, ...)` with the initial
     field and the result Duplicated, seeded with ones. The kk/program column is gradient
-    / the same program run plainly. Checked against the adjoint step written in NumPy,
-    applied 100 times to the seed."""
+    / the same program run plainly. The peers (`peers.HEAT_GRADIENT_PEERS`, each optional,
+    CPU only): the same loop recorded on a Warp `wp.Tape` and under Taichi's `ti.ad.Tape`,
+    every step kept (101 arrays; a field with a time dimension), and the gradient of the
+    last step's sum, timed from the first launch to the end of the backward pass, as the
+    whole `autodiff` call is. Every gradient is checked against the adjoint step written
+    in NumPy, applied 100 times to the seed, before it is timed (a wrong peer is left
+    out)."""
     from enzyme_ext import Duplicated, Reverse, autodiff
+    from peers import HEAT_GRADIENT_PEERS
     edge = min(ctx.sizes.stencil, 1024)
     u0 = np.random.default_rng(0).random((edge, edge), dtype=np.float32)
     alpha = np.float32(0.2)
+    expected = np.ones((edge, edge))
+    for _ in range(HEAT_PROGRAM_STEPS):
+        expected = _heat_adjoint_step(expected, float(alpha))
+
+    def right(gradient: np.ndarray) -> bool:
+        return bool(np.allclose(gradient, expected, rtol=1e-4, atol=1e-5))
 
     def program(initial, final):
         backend = kk.get_backend(initial)
@@ -1034,19 +1064,37 @@ def bench_heat_program_gradient(ctx: Context) -> Measurement:
     def kernelkit_side() -> tuple[Timing, bool]:
         kk.copyto(d_initial, np.zeros_like(u0))
         gradient()
-        expected = np.ones((edge, edge))
-        for _ in range(HEAT_PROGRAM_STEPS):
-            expected = _heat_adjoint_step(expected, float(alpha))
-        correct = bool(np.allclose(kk.to_numpy(d_initial), expected, rtol=1e-4, atol=1e-5))
+        correct = right(kk.to_numpy(d_initial))
         return measure(gradient, ctx.sizes), correct
 
-    def plain() -> dict[str, Timing | None]:
+    peers = [] if ctx.backend_name != "cpu" else [peer() for peer in HEAT_GRADIENT_PEERS]
+    states = {}
+    for peer in peers:
+        reason = peer.unavailable_reason()
+        if reason:
+            print(f"  {peer.name}: skipped ({reason})", file=sys.stderr)
+            continue
+        try:
+            state = peer.prepare(u0, alpha, HEAT_PROGRAM_STEPS)
+            result = peer.to_numpy(peer.gradient(state))
+        except Exception:  # noqa: BLE001 - a failing optional peer is left out
+            print(traceback.format_exc(), file=sys.stderr)
+            continue
+        if right(result):
+            states[peer.name] = state
+        else:
+            print(f"  {peer.name}: left out (wrong gradient)", file=sys.stderr)
+
+    def plain_and_peers() -> dict[str, Timing | None]:
         def run() -> None:
             program(initial, final)
             kk.synchronize(ctx.backend)
-        return {"program": measure(run, ctx.sizes)}
+        return {"program": measure(run, ctx.sizes),
+                **{peer.name: (measure(lambda p=peer: p.gradient(states[p.name]), ctx.sizes)
+                               if peer.name in states else None) for peer in peers}}
 
-    return measure_case(f"{edge}^2 x {HEAT_PROGRAM_STEPS}", kernelkit_side, peers=plain)
+    return measure_case(f"{edge}^2 x {HEAT_PROGRAM_STEPS}", kernelkit_side,
+                        peers=plain_and_peers)
 
 
 HEAT_CHECKPOINT_BUDGET = 10    # sqrt(HEAT_PROGRAM_STEPS) saved states
@@ -1321,7 +1369,8 @@ def bench_ad_warm_start(ctx: Context) -> Measurement:
 class Case:
     name: str
     unit: str  # how its times are shown: "s", "ms" or "us"
-    targets: dict  # per backend kind: a RatioTarget, AbsoluteTarget or BandwidthTarget
+    targets: dict  # per backend kind: a RatioTarget, AbsoluteTarget, BandwidthTarget,
+                   # FasterThanPeersTarget, or AllTargets of several
     run: Callable[[Context], Measurement]
 
 
@@ -1371,7 +1420,9 @@ CASES = (
     Case("sin_x_reverse", "ms", {"cpu": RatioTarget(2.5, "primal"),
                                  "cuda": RatioTarget(3.0, "primal")}, bench_sin_x_reverse),
     Case("matmul_tiled_reverse", "ms", {}, bench_matmul_tiled_reverse),
-    Case("heat_program_gradient", "ms", {"cpu": RatioTarget(3.0, "program")},
+    Case("heat_program_gradient", "ms",
+         {"cpu": AllTargets((RatioTarget(3.0, "program"),
+                             FasterThanPeersTarget(("warp", "taichi"))))},
          bench_heat_program_gradient),
     Case("heat_checkpoint_gradient", "ms", {"cpu": RatioTarget(2.0, "taped")},
          bench_heat_checkpoint_gradient),

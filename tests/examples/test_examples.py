@@ -1,7 +1,8 @@
 """The examples run as users run them and check their own results; where the CUDA backend
 cannot run they say why in one line and exit with status 2; heat diffusion and the
 descents through a simulation (inverse heat, projectile) write a PNG with matplotlib and
-without it; the benchmark suite's --plot draws its table."""
+without it; the benchmark suite's --plot draws its table, its targets combine, and its
+heat-gradient case runs without its peers and leaves a wrong one out."""
 import importlib.util
 import os
 import struct
@@ -227,3 +228,65 @@ def test_a_benchmark_side_runs_as_often_as_fills_its_seconds(benchmark_suite):
     long = benchmark_suite.dataclasses.replace(benchmark_suite.FULL, seconds=0.05)
     timing = benchmark_suite.measure(lambda: time.sleep(0.01) or runs.append(1), long)
     assert len(timing.samples) == long.repeats   # 5 of 10 ms fill the seconds: the least
+
+
+def test_all_targets_fail_when_one_fails_and_pass_when_the_others_do_not_apply(
+        benchmark_suite):
+    suite = benchmark_suite
+    [heat] = [case for case in suite.CASES if case.name == "heat_program_gradient"]
+    target = heat.targets["cpu"]
+    assert target.describe("numba") == "kk/program <= 3; kk < warp, taichi"
+
+    def verdict(**peers: float | None) -> str:
+        measurement = suite.Measurement("", suite.Timing(1.0, 1.0), {
+            name: None if median is None else suite.Timing(median, median)
+            for name, median in peers.items()})
+        return target.verdict(measurement, "numba")
+
+    assert verdict(program=0.5, warp=2.0, taichi=3.0) == "PASS"
+    assert verdict(program=0.5, warp=None, taichi=None) == "PASS"   # neither installed
+    assert verdict(program=0.5, warp=2.0, taichi=0.9) == "FAIL"     # slower than a peer
+    assert verdict(program=0.2, warp=2.0, taichi=3.0) == "FAIL"     # 5x the program
+    assert verdict(program=None, warp=None, taichi=None) == "n/a"
+
+
+class AbsentPeer:
+    name = "warp"
+
+    def unavailable_reason(self) -> str:
+        return "warp-lang is not installed"
+
+
+class WrongPeer:
+    """A peer whose gradient is all zeros."""
+
+    name = "taichi"
+
+    def unavailable_reason(self) -> None:
+        return None
+
+    def prepare(self, u0, alpha, steps):
+        return u0
+
+    def gradient(self, state):
+        return state
+
+    def to_numpy(self, gradient):
+        return 0 * gradient
+
+
+def test_the_heat_gradient_case_runs_without_its_peers_and_leaves_a_wrong_one_out(
+        benchmark_suite, monkeypatch, capsys):
+    suite = benchmark_suite
+    monkeypatch.setattr(suite, "ROUNDS", 1)
+    monkeypatch.setattr(sys.modules["peers"], "HEAT_GRADIENT_PEERS", (AbsentPeer, WrongPeer))
+    sizes = suite.Sizes(saxpy=3000, stencil=48, matmul=32, reduction=5000, launches=3,
+                        repeats=1, process_repeats=1)
+    measurement = suite.bench_heat_program_gradient(
+        suite.Context("cpu", kk.CPU(), (), sizes, {}))
+    assert measurement.error is None and measurement.correct is True
+    assert measurement.peers["program"] is not None
+    assert measurement.peers["warp"] is None and measurement.peers["taichi"] is None
+    errors = capsys.readouterr().err
+    assert "warp: skipped (warp-lang is not installed)" in errors
+    assert "taichi: left out (wrong gradient)" in errors
