@@ -148,8 +148,7 @@ class Zeros:
     def zero_in_memory(self, shadow) -> None:
         """Zero `shadow` in memory where it is zero in value only."""
         if self.value.pop(id(shadow), None) is not None:
-            flat = shadow.reshape(-1)
-            _zero(kk.get_backend(shadow), 256)(flat, ndrange=flat.shape[0])
+            _elementwise(_zero, shadow)
             self.memory[id(shadow)] = shadow
 
     def written(self, shadow) -> None:
@@ -431,23 +430,37 @@ class Recording:
 
 @kk.kernel
 def _take_adjoint(source_adjoint, adjoint):
-    i = kk.index(kk.Global)
-    source_adjoint[i] = source_adjoint[i] + adjoint[i]
-    adjoint[i] = 0.0
+    at = kk.index(kk.Global, kk.NTuple)
+    source_adjoint[at] = source_adjoint[at] + adjoint[at]
+    adjoint[at] = 0.0
 
 
 @kk.kernel
 def _move_adjoint(source_adjoint, adjoint):
     """`_take_adjoint` into a source adjoint known to be zero, leaving `adjoint` as it
     is (zero in value: `Zeros`)."""
-    i = kk.index(kk.Global)
-    source_adjoint[i] = 0.0 + adjoint[i]
+    at = kk.index(kk.Global, kk.NTuple)
+    source_adjoint[at] = 0.0 + adjoint[at]
 
 
 @kk.kernel
 def _zero(adjoint):
-    i = kk.index(kk.Global)
-    adjoint[i] = 0.0
+    at = kk.index(kk.Global, kk.NTuple)
+    adjoint[at] = 0.0
+
+
+def _elementwise(kernel, *arrays) -> None:
+    """Launch `kernel` (`_zero`, `_take_adjoint`, `_move_adjoint`) over `arrays` of one
+    shape, in place: over their elements in order where each is C-contiguous, else over
+    their shape in the backend's work-group shape. A shadow may be a strided view (that
+    of a transposed argument), which flattened is a copy in NumPy (the kernel would
+    write that) and refused on CUDA."""
+    backend = kk.get_backend(arrays[0])
+    if all(array.flags.c_contiguous for array in arrays):
+        flat = tuple(array.reshape(-1) for array in arrays)
+        kernel(backend, 256)(*flat, ndrange=flat[0].shape)
+    else:
+        kernel(backend)(*arrays, ndrange=np.shape(arrays[0]))
 
 
 def _reverse_of_copy(shadow, source_shadow, zeros: Zeros) -> None:
@@ -458,18 +471,15 @@ def _reverse_of_copy(shadow, source_shadow, zeros: Zeros) -> None:
     memory), the adjoint is moved there, and left zero in value only."""
     if shadow is None or zeros.in_value(shadow):
         return
-    backend = kk.get_backend(shadow)
-    flat = shadow.reshape(-1)
-    n = flat.shape[0]
     if source_shadow is None:
-        _zero(backend, 256)(flat, ndrange=n)
+        _elementwise(_zero, shadow)
         zeros.after((), (), (shadow,))
     elif zeros.in_memory(source_shadow):
-        _move_adjoint(backend, 256)(source_shadow.reshape(-1), flat, ndrange=n)
+        _elementwise(_move_adjoint, source_shadow, shadow)
         zeros.after((source_shadow,), (shadow,), ())
     else:
         zeros.zero_in_memory(source_shadow)
-        _take_adjoint(backend, 256)(source_shadow.reshape(-1), flat, ndrange=n)
+        _elementwise(_take_adjoint, source_shadow, shadow)
         zeros.after((source_shadow,), (), (shadow,))
 
 

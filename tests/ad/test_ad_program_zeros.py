@@ -279,3 +279,46 @@ def test_an_in_place_loop_s_gradient_is_the_same_bits_knowing_no_zeros(backend, 
     monkeypatch.setattr(programs, "SKIP_ZEROS", False)
     expected = gradient_()
     np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+@kk.kernel
+def scale_grid(y, x: kk.Const, a):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    y[i, j] = a * x[i, j]
+
+
+def test_a_transposed_output_s_shadow_left_unzeroed_is_zeroed_where_it_lies(backend):
+    """The shadow of a transposed argument is a strided view: zeroing it through a
+    flattened one would zero a copy (NumPy) or be refused (CUDA)."""
+    shape = (6, 10)
+    x = np.linspace(0.1, 1.0, 60).reshape(shape)
+    seed = np.linspace(-1.0, 1.0, 60).reshape(shape)
+    dx, dx2 = kk.zeros(backend, np.float64, shape), kk.zeros(backend, np.float64, shape)
+    d_y = kk.to_backend(backend, seed.T.copy()).T
+
+    def program(x, x2, y):
+        scale_grid(backend, (2, 2))(y, x, 2.0, ndrange=shape)
+        scale_grid(backend, (2, 2))(y, x2, 3.0, ndrange=shape)
+
+    autodiff(Reverse, program, Duplicated(kk.to_backend(backend, x), dx),
+             Duplicated(kk.to_backend(backend, x + 1.0), dx2),
+             Duplicated(kk.zeros(backend, np.float64, shape[::-1]).T, d_y))
+    assert not np.any(kk.to_numpy(dx))     # y's first contents did not count
+    np.testing.assert_array_equal(kk.to_numpy(dx2), 3.0 * seed)
+    assert not np.any(kk.to_numpy(d_y))
+
+
+def test_a_copy_s_adjoint_reaches_a_transposed_source_s_shadow(backend):
+    shape = (6, 10)
+    x = np.linspace(0.1, 1.0, 60).reshape(shape)
+    seed = np.linspace(-1.0, 1.0, 60).reshape(shape)
+    d_x = kk.zeros(backend, np.float64, shape[::-1]).T
+
+    def program(x, y):
+        temporary = kk.zeros_like(x)
+        kk.copyto(temporary, x)
+        scale_grid(backend, (2, 2))(y, temporary, 3.0, ndrange=shape)
+
+    autodiff(Reverse, program, Duplicated(kk.to_backend(backend, x.T.copy()).T, d_x),
+             Duplicated(kk.zeros(backend, np.float64, shape), kk.to_backend(backend, seed.copy())))
+    np.testing.assert_array_equal(kk.to_numpy(d_x), 3.0 * seed)
