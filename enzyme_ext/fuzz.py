@@ -1,5 +1,6 @@
 """`python -m enzyme_ext.fuzz`: differential fuzzing of enzyme_ext on generated kernels:
-forward mode against reverse mode, and both against finite differences.
+forward mode against reverse mode, and both against finite differences; a program of
+several launches of a kernel against the launches differentiated one by one.
 
     python -m enzyme_ext.fuzz --seeds 0:300 [--jobs 2] [--timeout 60] [--family access]
                               [--races] [--backend cpu|cuda]
@@ -61,6 +62,19 @@ fresh copies of the same inputs; the primal results of both AD runs must equal a
 launch's (bit for bit, or to the kernelkit fuzzer's tolerance where the kernel uses
 inexact math); shadow elements outside an array's view must be left alone.
 
+Where the plan has a Duplicated array the kernel writes, a Python program then launches
+the kernel two or three times (`ProgramPlan`: the same arrays again, or an output and an
+input of one shape, dtype and view swapped after each launch; inputs maybe through
+temporaries filled by `kk.copyto`; outputs maybe read at their neighbours and
+overwritten by two small kernels of this module), differentiated by `autodiff(Reverse,
+program, ...)`; its shadows and the arrays' final contents must be bit for bit those of
+the same launches differentiated one by one with `ReverseSplit` (`check_program`). A
+program's reverse pass has kernels of its own (`program.Zeros`): the reverse kernel
+that leaves an overwritten output's shadow unzeroed, the gather kernel that stores into
+a shadow known to hold zeros; the one-by-one launches never use them. The program check
+runs on a CPU that runs work-groups one after another (atomic adjoint updates then add
+in one order).
+
 `--races` runs every launch under the CPU's race detector (`kk.CPU(debug="races")`,
 `backends/cpu/races.py`): a race found in any launch (plain, derivative or finite
 difference) is the seed's failure. `--backend cuda` also differentiates each seed on
@@ -77,11 +91,15 @@ none of these a failure. The failures: `mismatch` (forward and reverse disagree)
 `fd-mismatch` (they agree, but not with the finite differences), `nonfinite` (nan/inf in
 one mode's product only), `primal-mismatch`, `shadow-outside-view`, `race`,
 `aliasing-not-refused`, `sharing-refused` (two read parameters given one array were
-refused), `backend-mismatch`, `compile-error` (CUDA refuses what the CPU
-differentiates), `internal-error`, `primal-error` (the plain launch itself failed),
-`crash`, `hang`. A passing outcome's detail lists what was checked (`checks:`: fd,
-fd-loose, fd-not-smooth, fd-nonfinite, fd-float32, shared-read, aliasing-refused) and
-the access patterns of its kernel (`patterns:`).
+refused), `program-mismatch` (a program's derivative or results are not its launches'
+one by one), `program-error` (one of the two raised), `backend-mismatch`,
+`compile-error` (CUDA refuses what the CPU differentiates), `internal-error`,
+`primal-error` (the plain launch itself failed), `crash`, `hang`. A passing outcome's
+detail lists what was checked (`checks:`: fd, fd-loose, fd-not-smooth, fd-nonfinite,
+fd-float32, shared-read, aliasing-refused; program, program-ping-pong, program-copies,
+program-overwritten, program-refused, and gather-stored and reverse-unzeroed where the
+seed's kernel took those forms in the program's reverse pass) and the access patterns
+of its kernel (`patterns:`); the summary counts both over the passing seeds.
 
 Seeds run in worker processes as in `kernelkit.fuzz`: a worker that crashes or runs a
 seed past `--timeout` seconds is replaced, and that seed is reported as a crash or hang."""
@@ -90,6 +108,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -103,7 +122,11 @@ from collections import Counter
 import numpy as np
 
 import kernelkit as kk
-from enzyme_ext import Const, Duplicated, Forward, Reverse, autodiff
+from enzyme_ext import (Const, Duplicated, Forward, Reverse, ReverseSplit, autodiff,
+                        autodiff_thunk)
+from enzyme_ext.program import _is_array
+from enzyme_ext.rules import _rules
+from enzyme_ext.signature import GATHER_STORED, REVERSE_UNZEROED
 from kernelkit.errors import CompileOnlyError, KernelkitError, RaceError
 from kernelkit.fuzz.generator import (HEADER, ArraySpec, Case, Generator, Options, ScalarSpec,
                                       Var, apply_view, generate, typed)
@@ -111,8 +134,9 @@ from kernelkit.fuzz.runner import TOLERANCE, Outcome, compare, make_backends
 from kernelkit.fuzz.workers import parse_seeds, run_seeds_in_workers
 
 FAILURES = ("mismatch", "fd-mismatch", "nonfinite", "primal-mismatch", "shadow-outside-view",
-            "race", "aliasing-not-refused", "sharing-refused", "backend-mismatch",
-            "compile-error", "internal-error", "primal-error", "crash", "hang")
+            "race", "aliasing-not-refused", "sharing-refused", "program-mismatch",
+            "program-error", "backend-mismatch", "compile-error", "internal-error",
+            "primal-error", "crash", "hang")
 NOT_CHECKED = ("compiled", "refused", "singular", "invalid", "no-float")
 FLOATS = ("float32", "float64")
 RTOL = {"float64": 1e-9, "float32": 1e-4}
@@ -730,6 +754,10 @@ def _check_runs(runs: Runs, label: str, details) -> tuple[Outcome, Products | No
         if problem is not None:
             return Outcome(seed, label, "aliasing-not-refused", problem), products
         checks.append("aliasing-refused")
+    kind, tags, text = check_program(runs, details)
+    if kind in FAILURES:
+        return Outcome(seed, label, kind, text), products
+    checks += tags + (["program-refused"] if kind == "refused" else [])
     patterns = sorted(getattr(case, "patterns", ()))
     detail = f"{products.forward!r} {products.reverse!r}" if math.isfinite(products.forward) \
         else f"both products non-finite: {products.forward} {products.reverse}"
@@ -880,6 +908,282 @@ def _aliasing_problem(runs: Runs) -> str | None:
             continue
         return f"{mode_label}: {pair}: autodiff ran instead of refusing them"
     return None
+
+
+# -- programs of several launches ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramPlan:
+    """How the program check's program (`_program_launches`) launches a case's kernel:
+    `launches` times in a row over the same arrays; where `swap` names an (output, input)
+    pair of parameters on bases of one shape, dtype and view, their arrays trade places
+    after each launch (a ping-pong: each launch overwrites what the one before it read).
+    The read-only Duplicated inputs `copied` reach the launches through temporaries the
+    program fills with `kk.copyto` (their shadows are the program's own: zeros a gather
+    kernel may store into). Then each output in `overwritten` is read at its neighbours
+    into a temporary (`_NEIGHBOURS`), which a last kernel halves back into it (`_halve`):
+    in the reverse pass, the halving's kernel leaves the output's shadow unzeroed, the
+    neighbours' gather kernel stores into it, and the case's kernel reads what it
+    stored."""
+    launches: int
+    swap: tuple[int, int] | None
+    copied: tuple[int, ...]
+    overwritten: tuple[int, ...]
+
+    def describe(self, case) -> str:
+        names = [p.name for p in case.params]
+        text = f"{self.launches} launches"
+        if self.swap is not None:
+            text += f", '{names[self.swap[0]]}' and '{names[self.swap[1]]}' swapped after each"
+        if self.copied:
+            text += f", {', '.join(repr(names[k]) for k in self.copied)} through copies"
+        if self.overwritten:
+            text += (f", then {', '.join(repr(names[k]) for k in self.overwritten)} read at "
+                     f"neighbours and overwritten")
+        return text
+
+
+def program_plan_for(case, plan: Plan) -> ProgramPlan | None:
+    """The program check's plan, where the case's plan has a Duplicated array the kernel
+    writes (else None: what a program's reverse pass optimizes is the overwrites)."""
+    params = case.params
+    if not any(params[k].role != "in" for k in plan.duplicated):
+        return None
+    rng = np.random.default_rng([case.seed, 0x9A])
+    swaps = [(o, i) for o, p in enumerate(params) for i, q in enumerate(params)
+             if isinstance(p, ArraySpec) and isinstance(q, ArraySpec) and p.role == "out"
+             and q.role == "in" and p.dtype in FLOATS
+             and (p.dtype, p.base_shape, p.view) == (q.dtype, q.base_shape, q.view)]
+    swap = swaps[rng.integers(len(swaps))] if swaps and rng.random() < 0.75 else None
+    swapped = set(swap or ())
+    # All or none: a gather kernel stores only where every shadow it updates holds zeros.
+    copied = tuple(k for k in plan.duplicated if params[k].role == "in"
+                   and k not in swapped) if rng.random() < 0.5 else ()
+    overwritten = tuple(k for k in plan.duplicated if params[k].role == "out"
+                        and len(params[k].shape) in _NEIGHBOURS and k not in swapped) \
+        if rng.random() < 0.5 else ()
+    return ProgramPlan(int(rng.choice([2, 3])), swap, copied, overwritten)
+
+
+@kk.kernel
+def _neighbours_1d(total, y: kk.Const):
+    i = kk.index(kk.Global)
+    if i + 1 < len(y):
+        total[i] = y[i] + y[i + 1]
+    else:
+        total[i] = y[i]
+
+
+@kk.kernel
+def _neighbours_2d(total, y: kk.Const):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    if i + 1 < y.shape[0]:
+        total[i, j] = y[i, j] + y[i + 1, j]
+    else:
+        total[i, j] = y[i, j]
+
+
+# By rank: kernels whose reverse gathers into y's shadow (`transform/gather.py`).
+_NEIGHBOURS = {1: _neighbours_1d, 2: _neighbours_2d}
+
+
+@kk.kernel
+def _halve(y, total: kk.Const):
+    """Overwrites y whole (`transform/outputs.py`)."""
+    at = kk.index(kk.Global, kk.NTuple)
+    y[at] = 0.5 * total[at]
+
+
+def _program_launches(case, program_plan: ProgramPlan, values: list, launch, step,
+                      copy) -> None:
+    """The program check's program (see `ProgramPlan`) over the argument `values`:
+    `step(launch, arguments, ndrange, written)` launches (`written`: the positions of
+    the arguments it may write), `copy(destination, source)` copies."""
+    values, swap = list(values), program_plan.swap
+    for k in program_plan.copied:
+        temporary = kk.zeros_like(values[k])
+        copy(temporary, values[k])
+        values[k] = temporary
+    written = {k for k, p in enumerate(case.params)
+               if isinstance(p, ArraySpec) and p.role != "in"}
+    for _ in range(program_plan.launches):
+        step(launch, values, case.ndrange, written)
+        if swap is not None:
+            values[swap[0]], values[swap[1]] = values[swap[1]], values[swap[0]]
+    for k in program_plan.overwritten:
+        y = values[k]
+        total, shape = kk.zeros_like(y), np.shape(y)
+        step(_NEIGHBOURS[len(shape)](launch.backend), [total, y], shape, {0})
+        step(_halve(launch.backend), [y, total], shape, {0})
+
+
+class ProgramRun:
+    """The arrays of one run of the program check: a fresh base of each array parameter
+    (none given another's: the plan's `shared` is not followed) with its view, made once
+    so that every launch is given the same array objects, and the shadows of the plan's
+    Duplicated arrays holding its adjoint seeds."""
+
+    def __init__(self, runs: Runs, backend):
+        case, plan = runs.case, runs.plan
+        self.case, self.backend = case, backend
+        self.bases, self.shadow_bases, self.values, self.shadows = {}, {}, [], {}
+        for k, (param, argument) in enumerate(zip(case.params, runs.initial)):
+            if not isinstance(param, ArraySpec):
+                self.values.append(argument)
+                continue
+            self.bases[k] = kk.to_backend(backend, np.array(argument[0], copy=True))
+            self.values.append(apply_view(self.bases[k], param.view))
+            if k in plan.duplicated:
+                self.shadow_bases[k] = kk.to_backend(backend, np.array(plan.seeds[k], copy=True))
+                self.shadows[k] = apply_view(self.shadow_bases[k], param.view)
+
+    def results(self) -> tuple[dict, dict]:
+        """The bases' and the shadows' contents (NumPy, by parameter)."""
+        kk.synchronize(self.backend)
+        return _to_numpy(self.bases), _to_numpy(self.shadow_bases)
+
+
+def _differentiated(run: ProgramRun, launch, program_plan: ProgramPlan,
+                    wrap_const: bool) -> tuple[dict, dict]:
+    """`run.results()` after `autodiff(Reverse, program, ...)` of the program."""
+    def program(*values):
+        _program_launches(run.case, program_plan, values, launch,
+                          lambda f, arguments, ndrange, _: f(*arguments, ndrange=ndrange),
+                          kk.copyto)
+
+    wrapped = [Duplicated(value, run.shadows[k]) if k in run.shadows else
+               Const(value) if wrap_const else value for k, value in enumerate(run.values)]
+    autodiff(Reverse, program, *wrapped)
+    return run.results()
+
+
+def _one_by_one(run: ProgramRun, launch, program_plan: ProgramPlan) -> tuple[dict, dict]:
+    """`run.results()` after the program's launches differentiated one by one, as
+    `ReverseSplit` halves: the augmented forward halves in order, then the reverse halves
+    in the opposite order, each after every array is put back to what it held after its
+    launch; then the temporaries' adjoints added into their sources' shadows, in NumPy.
+    A float array a launch writes gets a zeroed shadow at its first launch where it has
+    none, as in a program. What `check_program` compares the program's derivative with."""
+    shadows = {id(run.values[k]): shadow for k, shadow in run.shadows.items()}
+    copies, steps = [], []
+
+    def copy(destination, source):
+        kk.copyto(destination, source)
+        shadows[id(destination)] = kk.zeros_like(destination)
+        copies.append((source, destination))
+
+    def step(f, arguments, ndrange, written):
+        activities = []
+        for k, value in enumerate(arguments):
+            if _is_array(value) and id(value) not in shadows and k in written and \
+                    np.dtype(value.dtype).name in FLOATS:
+                shadows[id(value)] = kk.zeros_like(value)
+            activities.append(Duplicated(value, shadows[id(value)])
+                              if _is_array(value) and id(value) in shadows else Const(value))
+        forward, reverse = autodiff_thunk(ReverseSplit, f, *activities)
+        tape = forward(*activities, ndrange=ndrange)
+        steps.append((activities, reverse, tape, ndrange, run.results()[0]))
+
+    _program_launches(run.case, program_plan, run.values, launch, step, copy)
+    for activities, reverse, tape, ndrange, contents in reversed(steps):
+        for k, base in run.bases.items():
+            kk.copyto(base, contents[k])
+        reverse(*activities, tape=tape, ndrange=ndrange)
+    for k, base in run.bases.items():
+        kk.copyto(base, steps[-1][-1][k])
+    bases, shadow_bases = run.results()
+    for source, temporary in copies:
+        k = next(k for k, value in enumerate(run.values) if value is source)
+        apply_view(shadow_bases[k], run.case.params[k].view)[...] += \
+            kk.to_numpy(shadows[id(temporary)])
+    return bases, shadow_bases
+
+
+@functools.lru_cache(maxsize=None)
+def _one_thread_cpu(debug: bool):
+    return kk.CPU(threads=1, debug=debug)
+
+
+def program_backend(backend):
+    """The backend of the program check: a CPU running work-groups one after another,
+    so that atomic adjoint updates add in one order and the derivatives compare bit for
+    bit; None elsewhere (the check runs on the CPU only)."""
+    if not isinstance(backend, kk.CPU):
+        return None
+    return backend if backend.threads == 1 else _one_thread_cpu(backend.debug)
+
+
+def program_kernels(launch) -> set[str]:
+    """The derivative kernels (by mode) that the rules of `launch` compiled so far: a
+    program's reverse pass compiles GATHER_STORED and REVERSE_UNZEROED on first need."""
+    found = set()
+    for rule in _rules.get(launch, {}).values():
+        for _, plan in rule._plans.entries.values():
+            found.update(plan.kernels)
+    return found
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array).view(f"u{array.itemsize}")
+
+
+def check_program(runs: Runs, details=None) -> tuple[str, list[str], str]:
+    """(kind, tags, detail): the case's kernel launched two or three times by a Python
+    program (`ProgramPlan`), differentiated by `autodiff(Reverse, program, ...)`, against
+    the same launches differentiated one by one with `ReverseSplit` (`_one_by_one`): the
+    shadows and the arrays' final contents must agree bit for bit. This checks the
+    program's reverse pass, which leaves some shadows unzeroed and gathers into others
+    by stores (`program.Zeros`), against launches that zero and add as they go. Kinds:
+    `pass`, with tags: program, and program-ping-pong, program-copies and
+    program-overwritten as the plan has them, gather-stored and reverse-unzeroed where
+    the case's kernel had those forms in the program's reverse pass; `not-applicable`
+    (no Duplicated array the kernel writes, or not on a CPU); `refused` (both refused
+    it: a kernelkit error, not a failure); the failures `program-error` (one side
+    raised) and `program-mismatch`."""
+    case, plan = runs.case, runs.plan
+    backend = program_backend(runs.backend)
+    program_plan = program_plan_for(case, plan)
+    if backend is None or program_plan is None:
+        return "not-applicable", [], ""
+    _note(details, f"program: {program_plan.describe(case)}")
+    launch = runs.launch.kernel(backend, case.workgroupsize)
+    errors, results = {}, {}
+    for side in ("program", "one by one"):
+        try:
+            run = ProgramRun(runs, backend)
+            results[side] = _differentiated(run, launch, program_plan, plan.wrap_const) \
+                if side == "program" else _one_by_one(run, launch, program_plan)
+        except Exception as error:
+            errors[side] = error
+        if side == "program":
+            kernels = program_kernels(launch) & {GATHER_STORED, REVERSE_UNZEROED}
+    if errors:
+        kinds = {side: classify_error(error) for side, error in errors.items()}
+        text = "; ".join(f"{side}: {_describe(error, kinds[side] != 'refused')}"
+                         for side, error in errors.items())
+        if len(errors) == 2 and set(kinds.values()) == {"refused"}:
+            return "refused", [], text
+        return "program-error", [], text
+    tags = ["program"] + [f"program-{name}" for name, used in (
+        ("ping-pong", program_plan.swap), ("copies", program_plan.copied),
+        ("overwritten", program_plan.overwritten)) if used] + sorted(kernels)
+    _note(details, f"program: {' '.join(tags)}")
+    (bases, shadows), (expected_bases, expected_shadows) = \
+        results["program"], results["one by one"]
+    for prefix, got, expected in (("", bases, expected_bases),
+                                  ("d_", shadows, expected_shadows)):
+        for k in expected:
+            differ = np.argwhere(_bits(got[k]) != _bits(expected[k]))
+            if len(differ):
+                at = tuple(int(n) for n in differ[0])
+                return "program-mismatch", tags, (
+                    f"{prefix}{case.params[k].name}: the program's "
+                    f"{'derivative' if prefix else 'final contents'} differs from the "
+                    f"launches' one by one at {len(differ)} base elements, first {list(at)}: "
+                    f"{got[k][at]!r}, one by one {expected[k][at]!r} "
+                    f"({program_plan.describe(case)}; {' '.join(tags)})")
+    return "pass", tags, ""
 
 
 # -- CUDA ---------------------------------------------------------------------------------------
