@@ -456,11 +456,22 @@ def _elementwise(kernel, *arrays) -> None:
     of a transposed argument), which flattened is a copy in NumPy (the kernel would
     write that) and refused on CUDA."""
     backend = kk.get_backend(arrays[0])
-    if all(array.flags.c_contiguous for array in arrays):
+    if all(map(_c_contiguous, arrays)):
         flat = tuple(array.reshape(-1) for array in arrays)
         kernel(backend, 256)(*flat, ndrange=flat[0].shape)
     else:
         kernel(backend)(*arrays, ndrange=np.shape(arrays[0]))
+
+
+def _c_contiguous(array) -> bool:
+    """Whether `array` (NumPy's or a device array, each with byte strides) lies in C
+    order without gaps, as NumPy's flag says (an axis of length 1 may have any stride)."""
+    expected = np.dtype(array.dtype).itemsize
+    for size, stride in zip(reversed(np.shape(array)), reversed(array.strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _reverse_of_copy(shadow, source_shadow, zeros: Zeros) -> None:
