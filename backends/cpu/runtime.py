@@ -791,6 +791,13 @@ class _Device:
         run what it left (a kernel's first launches; launches too long to run at once,
         queued; one thread's long launches, in chunks), and keep the books of what it
         ran."""
+        if ran == Ran.BEHIND:
+            # Launches are queued before this one, which the native policy would take:
+            # once they have run (this thread helps), it asks again. Queued behind them,
+            # this one and every launch after it would be handed out in Python.
+            self.wait()
+            ran = self.mailbox.calls().launch(prepared.key, packed, total,
+                                              prepared.state_address, backend.threads - 1)
         if Ran.RAN <= ran <= Ran.ALONE:
             if prepared.uses_print:
                 self.printed = True

@@ -15,7 +15,10 @@ device has nothing queued it
     estimated under `INLINE_NS`;
 and leaves the rest to the Python runtime (`runtime.py`): a kernel not measured yet, and
 launches long enough to be queued for the worker threads in chunks, each of which runs
-through `run` or, once measured, `share`. Its answer is a `Ran` value.
+through `run` or, once measured, `share`. A launch it would take while launches are
+queued it leaves too (`Ran.BEHIND`): the caller waits for them and asks again, so that
+one long launch does not make every launch after it go through the queue. Its answer is
+a `Ran` value.
 
 The mailbox (`Words`) is where a leader posts a launch's range of work-groups. A worker
 that has no work watches, in native code (`serve`), two words: the device's submissions
@@ -77,6 +80,8 @@ class Ran(enum.IntEnum):
     #                 this core: it waits for this core (`runtime._Device.separate`)
     ALONE = 3       # ran it here where it could have been led: no worker watched
     UNSHARED = 4    # could have been led, no worker watched, too long to run here: left
+    BEHIND = 5      # would have run here or been led, but launches are queued before it:
+    #                 left (the caller waits for them, then asks again)
 
 
 class Words(ctypes.Structure):
@@ -501,11 +506,29 @@ start:
   %idle = icmp eq i64 %queued, 0
   %per.group = call double @estimate(ptr %state)
   %measured = fcmp ogt double %per.group, 0.0
-  %ours = and i1 %idle, %measured
-  br i1 %ours, label %estimated, label %left
+  br i1 %measured, label %estimated, label %left
 estimated:
   %count.groups = sitofp i64 %groups to double
   %estimate = fmul double %per.group, %count.groups
+  br i1 %idle, label %ours, label %queued.before
+queued.before:   ; one this policy would take (below) waits for those queued before it
+  %led.ns.before = call double @policy(ptr %mailbox, i64 {words.led_ns.offset})
+  %joined.ns.before = call double @policy(ptr %mailbox, i64 {words.joined_ns.offset})
+  %inline.ns.before = call double @policy(ptr %mailbox, i64 {words.inline_ns.offset})
+  %short.before = fcmp olt double %estimate, %led.ns.before
+  %joined.before = fcmp olt double %estimate, %joined.ns.before
+  %helped.before = icmp sgt i64 %helpers, 0
+  %several.before = icmp sgt i64 %groups, 1
+  %claimable.before = icmp slt i64 %groups, 2147483648
+  %shared.before.a = and i1 %joined.before, %helped.before
+  %shared.before.b = and i1 %several.before, %claimable.before
+  %shared.before = and i1 %shared.before.a, %shared.before.b
+  %inline.before = fcmp olt double %estimate, %inline.ns.before
+  %takes.some = or i1 %short.before, %shared.before
+  %takes = or i1 %takes.some, %inline.before
+  %answer.before = select i1 %takes, i64 {ran.BEHIND}, i64 {ran.LEFT}
+  ret i64 %answer.before
+ours:
   %led.ns = call double @policy(ptr %mailbox, i64 {words.led_ns.offset})
   %inline.ns = call double @policy(ptr %mailbox, i64 {words.inline_ns.offset})
   %short = fcmp olt double %estimate, %led.ns

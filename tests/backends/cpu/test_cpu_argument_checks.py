@@ -199,8 +199,14 @@ def test_a_lead_keeps_the_books_and_says_where_the_worker_waits(counted_launch):
     assert launch.launch(1000) == Ran.UNSHARED and launch.counter[0] == 0
     words.watching = 1
     assert launch.launch(1000, helpers=0) == Ran.LEFT   # one thread, too long to run here
-    words.queued = 1
-    assert launch.launch(1000) == Ran.LEFT              # behind a queued launch
+    words.queued = 1                                    # behind a queued launch:
+    assert launch.launch(1000) == Ran.BEHIND            # the caller waits, asks again
+    assert launch.launch(1000, helpers=0) == Ran.LEFT   # (queued: as long alone)
+    state.estimate = 0.5 * LED_NS / 1000
+    assert launch.launch(1000) == Ran.BEHIND and launch.counter[0] == 0   # short, too
+    state.estimate = 10 * JOINED_NS / 1000
+    assert launch.launch(1000) == Ran.LEFT              # long: queued behind it
+    state.estimate = 0.5 * JOINED_NS / 1000
     words.queued = 0
     posts = words.sequence
     assert launch.launch(1000) == Ran.RAN and state.leads == 1

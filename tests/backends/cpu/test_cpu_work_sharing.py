@@ -888,3 +888,32 @@ def test_a_led_fast_launch_counts_its_leads_and_is_timed(led_count, monkeypatch)
         answers == [("launch_if_same" if native() else "launch", Ran.LED_BESIDE)]
     assert prepared.state.leads == 1 and led_count[0] == led + 1
     assert prepared.nanoseconds_per_group != slow and device.mailbox.words.sequence == posts + 2
+
+
+def test_a_launch_behind_a_queued_one_waits_for_it_and_is_then_led(led_count, monkeypatch):
+    # Queued behind a long launch, every launch after it would be handed out in Python
+    # (a program's reverse pass once copied a fresh array, its first touch slow, and then
+    # ran its two hundred short launches through the queue, 20% slower).
+    device = runtime._device
+    backend = kk.CPU(threads=2)
+    a, b = np.zeros(MID, np.int64), np.zeros(BIG, np.int64)
+    short, long = step(backend, 256), loop_long(backend, 256)
+    for _ in range(2):   # measured, and each packed by its fast launcher
+        short(a, 1, ndrange=MID)
+        long(b, 1, ndrange=BIG)
+    kk.synchronize(backend)
+    monkeypatch.setattr(device.mailbox.words, "joined_ns", 2_000_000)
+    monkeypatch.setattr(prepared_for(loop_long, backend), "nanoseconds_per_group",
+                        1e7 / (BIG // 256))     # 10 ms: queued
+    monkeypatch.setattr(prepared_for(step, backend), "nanoseconds_per_group",
+                        4 * PROBED_NS / (MID // 256))   # led, never probed
+    answers = launch_answers(monkeypatch)
+    long(b, 100, ndrange=BIG)   # (tens of milliseconds: queued still when the next comes)
+    short(a, 1, ndrange=MID)
+    queued_after = len(device.queue)
+    assert [answer for _, answer in answers] in (
+        [Ran.LEFT, Ran.BEHIND, Ran.RAN], [Ran.LEFT, Ran.BEHIND, Ran.LED_BESIDE]), answers
+    assert answers[-1][0] == "launch"   # asked again natively, once the queue ran
+    assert queued_after == 0
+    kk.synchronize(backend)
+    np.testing.assert_array_equal(a, expected_after([1, 1, 1], MID))
