@@ -77,14 +77,18 @@ compiler_job_from_backend.registry = _dispatch.registry
 
 
 def derivative_job(parent: CompilerJob, mode: str, activities: tuple[str, ...],
-                   shadow_types: tuple) -> CompilerJob:
+                   shadow_types: tuple, finite_scalars: bool = False) -> CompilerJob:
     """The job of a derivative kernel: the parent job asking the AD plugin for it
     (`shadow_types`: each shadow's IR type, None for arguments without one), with what
     the target says of its subgroups (how a group's sums are best taken: `group_sum.py`).
-    The driver gives the marker the job's work-group size."""
+    With `finite_scalars`, the version for launches whose float scalar arguments are all
+    finite (`transform/derivatives.scaled`). The driver gives the marker the job's
+    work-group size."""
     attributes = (("activities", tuple(activities)), ("mode", mode),
                   ("shadows", tuple("" if t is None else t for t in shadow_types)),
                   ("subgroups_in_hardware", parent.config.target.subgroups_in_hardware))
+    if finite_scalars:
+        attributes += (("finite_scalars", True),)
     config = dataclasses.replace(parent.config,
                                  transforms=parent.config.transforms + ((MARKER, attributes),))
     return dataclasses.replace(parent, config=config)

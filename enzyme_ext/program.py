@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import math
 import numbers
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,6 +76,11 @@ def _overlaps(a, b) -> bool:
 
 def _is_array(value) -> bool:
     """An array (NumPy scalars have an array interface too, and are numbers)."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return True
+    if kind is float or kind is int or kind is bool:
+        return False
     return not isinstance(value, np.generic) and (
         hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__"))
 
@@ -242,35 +248,24 @@ class Recording:
         """A launch of the program: run as the mode needs it, and recorded."""
         from .rules import _activity_of, rule_for
         self.debug = self.debug or bool(getattr(launch.backend, "debug", False))
-        for name, value in zip(launch.kernel.parameters, args):
-            if dataclasses.is_dataclass(value) and any(
-                    _is_array(getattr(value, f.name)) for f in dataclasses.fields(value)):
-                raise KernelkitError(
-                    f"program '{_name(self.program)}': kernel '{launch.kernel.name}' is given the "
-                    f"dataclass '{name}', which holds arrays; a recorded program follows "
-                    f"arrays passed to its launches as arguments of their own\n  hint: pass "
-                    f"the arrays of '{name}' to the kernel one by one (a single launch "
-                    f"differentiates the dataclass: autodiff(Reverse, k(backend, wg), "
-                    f"Duplicated({name}, shadow), ...))")
-        written = written_parameters(launch, args, ndrange, workgroupsize)
-        carries = any(isinstance(a, _Traced) and id(a) in self.active for a in args) or \
-            any(_is_array(a) and self.shadow_of(a) is not None for a in args)
-        activities = []
-        for index, value in enumerate(args):
-            if isinstance(value, _Traced) and id(value) in self.active:
-                activities.append(Active(float(value)) if self.mode is not Mode.FORWARD
-                                  else Duplicated(float(value), self.active[id(value)]))
-                continue
-            if not _is_array(value):
-                activities.append(Const(value))
-                continue
-            shadow = self.shadow_of(value)
-            if shadow is None and carries and index in written and _holds_floats(value):
-                shadow = self.add_shadow(value)
-            activities.append(Const(value) if shadow is None else Duplicated(value, shadow))
+        arrays, written, floats = _launch_kind(launch, args, ndrange, workgroupsize,
+                                               self.program)
+        shadows = [self.shadow_of(args[index]) for index in arrays]
+        carries = any(shadow is not None for shadow in shadows) or any(
+            isinstance(a, _Traced) and id(a) in self.active for a in args)
+        activities = [Const(value) for value in args]
+        if carries:
+            for index, value in enumerate(args):
+                if isinstance(value, _Traced) and id(value) in self.active:
+                    activities[index] = Active(float(value)) if self.mode is not \
+                        Mode.FORWARD else Duplicated(float(value), self.active[id(value)])
+        for index, shadow in zip(arrays, shadows):
+            if shadow is None and carries and index in floats and index in written:
+                shadow = self.add_shadow(args[index])
+            if shadow is not None:
+                activities[index] = Duplicated(args[index], shadow)
         recorded = _Recorded(launch, activities, tuple(args), ndrange, workgroupsize,
-                             written=frozenset(index for index in written if
-                                               _is_array(args[index])))
+                             written=written)
         self.check_readers(recorded, args)
         self.keep_what_is_overwritten(recorded, args)
         if not any(isinstance(a, (Active, Duplicated)) for a in activities):
@@ -288,8 +283,9 @@ class Recording:
         # The arrays whose contents its reverse pass reads: kept where a later launch
         # overwrites them (an array only its adjoint's reverse needs is not).
         reads = recorded.tape.reads if recorded.tape is not None else frozenset()
-        for index, value in enumerate(args):
-            if _is_array(value) and index not in recorded.written and index in reads:
+        for index in arrays:
+            value = args[index]
+            if index not in written and index in reads:
                 self.readers.append((value, recorded))
                 if self.debug and self.mode is not Mode.FORWARD:
                     self.checksums[(id(value), id(recorded))] = _checksum(value)
@@ -497,6 +493,45 @@ def _reverse_of_copy(shadow, source_shadow, zeros: Zeros) -> None:
 def _checksum(array) -> bytes:
     return hashlib.blake2b(np.ascontiguousarray(kk.to_numpy(array)).tobytes(),
                            digest_size=16).digest()
+
+
+def _launch_kind(launch, args, ndrange, workgroupsize, program) -> tuple:
+    """(the positions of a launch's arrays, of those its kernel writes, of those that
+    hold floats), the same for every launch of arguments of the same kinds (their
+    argument keys) over the same geometry, as a program's loop makes them: kept for
+    those. A dataclass that holds arrays is refused."""
+    backend = launch.backend
+    try:
+        key = (ndrange, workgroupsize, tuple(map(backend.argument_key, args)))
+        kinds = _LAUNCH_KINDS.setdefault(launch, {})
+        found = kinds.get(key)
+    except TypeError:   # an ndrange given as a list, say
+        key = found = None
+    if found is not None:
+        return found
+    for name, value in zip(launch.kernel.parameters, args):
+        if dataclasses.is_dataclass(value) and any(
+                _is_array(getattr(value, f.name)) for f in dataclasses.fields(value)):
+            raise KernelkitError(
+                f"program '{_name(program)}': kernel '{launch.kernel.name}' is given the "
+                f"dataclass '{name}', which holds arrays; a recorded program follows "
+                f"arrays passed to its launches as arguments of their own\n  hint: pass "
+                f"the arrays of '{name}' to the kernel one by one (a single launch "
+                f"differentiates the dataclass: autodiff(Reverse, k(backend, wg), "
+                f"Duplicated({name}, shadow), ...))")
+    arrays = tuple(index for index, value in enumerate(args) if _is_array(value))
+    written = written_parameters(launch, args, ndrange, workgroupsize)
+    found = (arrays, frozenset(index for index in written if index in arrays),
+             frozenset(index for index in arrays if _holds_floats(args[index])))
+    if key is not None:
+        if len(kinds) >= 16:
+            kinds.clear()
+        kinds[key] = found
+    return found
+
+
+_LAUNCH_KINDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""`_launch_kind`'s answers, by launch function (a kernel on a backend), then by kinds."""
 
 
 def written_parameters(launch, args, ndrange, workgroupsize) -> frozenset:

@@ -149,6 +149,14 @@ class Unwrapped:
         return tuple(regrouped)
 
 
+@dataclass(frozen=True)
+class _StandIn:
+    """An augmented kernel the primal launch stands for (its layout's `primal`): its job
+    (a tape's owner), and the notes of the launch's reverse kernel, which are its own."""
+    job: object
+    notes: dict
+
+
 @dataclass
 class Plan:
     """What launches of arguments of one kind in one geometry need (`Rule.planned`): the
@@ -162,6 +170,7 @@ class Plan:
     workgroupsize: tuple
     kernels: dict
     groups: int | None = None   # work-groups of the geometry, where a launch counted them
+    empty_tape: object = None   # the tape of every launch whose augmented kernel tapes nothing
 
 
 def _differentiated_leaf(leaf: T.IRType, activity: str, mode: str) -> bool:
@@ -306,12 +315,15 @@ class Rule:
     def kind_of(self, value):
         """What says a value is of the kind of an earlier one: a NumPy array's identity,
         shape, strides, dtype and whether it is writable (its argument key, and its
-        memory while it lives: `_Seen`); a number's type; another array's type, argument
-        key (the backend's) and memory. None for a dataclass or tuple."""
+        memory while it lives: `_Seen`); a number's type, and a float's finiteness
+        (`_finite_scalars`); another array's type, argument key (the backend's) and
+        memory. None for a dataclass or tuple."""
         kind = type(value)
         if kind is np.ndarray:
             return (id(value), value.shape, value.strides, value.dtype, value.flags.writeable)
-        if kind is float or kind is int or kind is bool or isinstance(value, np.generic):
+        if kind is float or isinstance(value, np.floating):
+            return (kind, math.isfinite(value))
+        if kind is int or kind is bool or isinstance(value, np.generic):
             return kind
         if isinstance(value, tuple) or dataclasses.is_dataclass(value):
             return None
@@ -467,15 +479,25 @@ class Rule:
         ndrange, workgroupsize = self.launcher.geometry(ndrange, workgroupsize)
         # The backend's cheap argument keys, as a launch's: equal keys, equal types.
         argument_key = backend.argument_key
+        finite = _finite_scalars(unwrapped.values)
         key = (tuple(map(argument_key, unwrapped.arguments)),
                tuple(None if shadow is None else argument_key(shadow) for shadow in shadows),
-               workgroupsize, len(ndrange))
+               workgroupsize, len(ndrange), finite)
         entries = []
         for mode in modes:
             entry = self._prepared.get((mode, key))
             if entry is None:
                 try:
-                    entry = self.prepare(mode, unwrapped, ndrange, workgroupsize)
+                    stand_in = None
+                    if mode == AUGMENTED:
+                        # Where it would tape nothing, the primal launch stands for it (the
+                        # reverse kernel, needed anyway, says so): it is not compiled.
+                        [(_, _, reverse)], _, _ = self.derivatives(
+                            (REVERSE,), unwrapped, ndrange, workgroupsize)
+                        if reverse.notes[ADPlugin.name].primal:
+                            stand_in = reverse.notes
+                    entry = self.prepare(mode, unwrapped, ndrange, workgroupsize, finite,
+                                         stand_in)
                 except TwoKernelsNeeded as error:
                     entry = error
                 self._prepared[(mode, key)] = entry
@@ -484,7 +506,14 @@ class Rule:
             entries.append(entry)
         return entries, ndrange, workgroupsize
 
-    def prepare(self, mode: str, unwrapped: Unwrapped, ndrange, workgroupsize):
+    def prepare(self, mode: str, unwrapped: Unwrapped, ndrange, workgroupsize,
+                finite: bool = False, stand_in=None):
+        """The derivative kernel of `mode` for these arguments (`derivatives`); `finite`:
+        the version for float scalar arguments that are all finite, which has no
+        strong-zero tests on the partials they are (an augmented kernel has no partials,
+        and is one for both: a tape is the same). With `stand_in` (the notes of the
+        reverse kernel, whose layout says the primal kernel stands for the augmented
+        one), the augmented kernel's job, not compiled: (None, None, `_StandIn`)."""
         backend, kernel = self.backend, self.kernel
         argtypes = kernel.argument_types(backend, unwrapped.arguments)
         # The compiled kernel takes a dataclass or tuple as its leaves, each a parameter
@@ -508,7 +537,12 @@ class Rule:
         if mode == COMBINED and not tape_layout(derivative_job(
                 parent, AUGMENTED, activities, shadow_types)).combined:
             raise TwoKernelsNeeded(kernel.name)
-        job = derivative_job(parent, mode, activities, shadow_types)
+        job = derivative_job(parent, mode, activities, shadow_types,
+                             finite_scalars=finite and mode != AUGMENTED)
+        if stand_in is not None:
+            if logger.isEnabledFor(logging.INFO):
+                self.log_tape(mode, stand_in[ADPlugin.name], unwrapped.values)
+            return None, None, _StandIn(job, stand_in)
         compiled = _compile(job, kernel.name)
         if mode in (COMBINED, AUGMENTED) and logger.isEnabledFor(logging.INFO):
             self.log_tape(mode, compiled.notes[ADPlugin.name], unwrapped.values)
@@ -608,21 +642,35 @@ class Rule:
         prepared, parameters, compiled = kernel = plan.kernels[AUGMENTED]
         layout = compiled.notes[ADPlugin.name]
         geometry = (plan.ndrange, plan.workgroupsize)
+        if layout.primal:
+            # Nothing to tape: the primal launch, as the program would make it, and one
+            # empty tape for every launch of the plan.
+            self.launcher.launch(unwrapped.arguments, ndrange, workgroupsize)
+            if plan.empty_tape is None:
+                plan.empty_tape = self.new_tape(plan, (0, 0), math.prod(plan.ndrange),
+                                                layout, compiled.job)
+            return plan.empty_tape
         items = math.prod(plan.ndrange)
         if self.max_iterations is None and layout.unknown_loops() and items:
             slots = self.measure_slots(prepared, parameters, compiled.notes[WRITTEN], values,
                                        items, geometry, layout.float_type)
         else:
             slots = layout.slots(values, self.max_iterations or DEFAULT_MAX_ITERATIONS)
-        tape = Tape.for_launch(self.backend, slots, items, geometry, self.kernel.name,
-                               counted=bool(layout.terms), float_type=layout.float_type)
-        tape.owner = (self, compiled.job)
-        tape.reads = frozenset(unwrapped.owners[index]
-                               for index in plan.kernels[REVERSE][2].notes[REVERSE_READS])
+        tape = self.new_tape(plan, slots, items, layout, compiled.job)
         self.launch(kernel, tuple(values[p.index] if p.role == "primal" else
                                   tape.arrays[p.field] for p in parameters), *geometry)
         if layout.loops and items and any(slots):
             self.check_capacity(tape, layout, slots)
+        return tape
+
+    def new_tape(self, plan: Plan, slots, items: int, layout, job) -> Tape:
+        """A tape for an augmented launch of `plan`, of `slots` for each of `items`."""
+        tape = Tape.for_launch(self.backend, slots, items, (plan.ndrange, plan.workgroupsize),
+                               self.kernel.name, counted=bool(layout.terms),
+                               float_type=layout.float_type)
+        tape.owner = (self, job)
+        tape.reads = frozenset(plan.owners[index]
+                               for index in plan.kernels[REVERSE][2].notes[REVERSE_READS])
         return tape
 
     def measure_slots(self, prepared, parameters, written, values, items, geometry,
@@ -824,6 +872,13 @@ def _overlap(a, span_a, b, span_b) -> bool:
     (a_low, a_high) = span_a or _memory_range(a)
     (b_low, b_high) = span_b or _memory_range(b)
     return a_low < a_high and b_low < b_high and a_low < b_high and b_low < a_high
+
+
+def _finite_scalars(values) -> bool:
+    """Whether every float scalar among a launch's arguments (leaves) is finite: its
+    derivative kernels are then those without strong-zero tests on them."""
+    return all(math.isfinite(value) for value in values
+               if type(value) is float or isinstance(value, np.floating))
 
 
 def _holds_floats(value) -> bool:

@@ -269,13 +269,17 @@ def _fmin_fmax_partials(b, operands, result):
     return _chosen(b, b.compare("eq", result(), x), x)
 
 
-def scaled(b: Builder, derivative: Value, partial: Value) -> Value:
+def scaled(b: Builder, derivative: Value, partial: Value, finite=frozenset()) -> Value:
     """`derivative * partial`, and 0 where `derivative` is 0 whatever the partial (a strong
     zero): an adjoint or tangent that is zero carries nothing, even through the infinite
     partial of x / 0 or sqrt(0) on a path whose result is overwritten or not selected. A
-    finite constant partial needs no test: the product is then a zero too."""
+    finite partial needs no test, the product being a zero too: a finite constant, or one
+    of the values `finite` (a kernel's float scalar parameters, in the version of a
+    derivative kernel that launches run where every one of them is finite: a step's
+    coefficient, the `a` of saxpy)."""
     product = b.binary("mul", derivative, partial)
-    if is_op(partial, CONST) and math.isfinite(constant_value(partial)):
+    if _finite(partial, finite) or \
+            is_op(partial, CONST) and math.isfinite(constant_value(partial)):
         return product
     zero = b.constant(0.0, product.type)
     return b.select(b.compare("eq", derivative, b.constant(0.0, derivative.type)), zero,
@@ -437,9 +441,22 @@ def _extremum_transpose(b, op, adjoint, operands, result):
     return b.select(chosen, total, b.constant(0.0, adjoint.type))
 
 
-def times(b: Builder, derivative: Value, partial) -> Value | None:
+def _finite(value: Value, finite) -> bool:
+    """Whether `value` is one of the values `finite`, or one of them converted to a float
+    type at least as wide (a Python float argument, made a float64)."""
+    if value in finite:
+        return True
+    if not is_op(value, CAST) or value.operands[0] not in finite:
+        return False
+    source, target = value.operands[0].type, value.type
+    return isinstance(target, T.ScalarType) and target.is_float and source.is_float and \
+        target.bits >= source.bits
+
+
+def times(b: Builder, derivative: Value, partial, finite=frozenset()) -> Value | None:
     """`derivative` (a tangent or an adjoint) times a partial as `PARTIALS` gives it
-    (a thunk is called here), or None where the partial is zero."""
+    (a thunk is called here), or None where the partial is zero; `finite` as `scaled`
+    takes it."""
     if callable(partial):
         partial = partial()
     if partial is None:
@@ -457,7 +474,7 @@ def times(b: Builder, derivative: Value, partial) -> Value | None:
         zero = b.constant(0.0, derivative.type)
         return b.select(condition, derivative, zero) if chosen else \
             b.select(condition, zero, derivative)
-    return scaled(b, derivative, partial)
+    return scaled(b, derivative, partial, finite)
 
 
 def _choice(partial) -> tuple[Value, bool] | None:

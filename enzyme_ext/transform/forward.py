@@ -29,13 +29,18 @@ from .derivatives import PARTIALS, SUBGROUP_TANGENTS, times
 
 
 def tangent_kernel(kernel: Function, activities: list[str], parameters: list[Parameter],
-                   module: Module) -> Function:
+                   module: Module, finite_scalars: bool = False) -> Function:
+    """The forward-mode kernel; with `finite_scalars`, that of launches whose float scalar
+    arguments are all finite (`derivatives.scaled`)."""
     activity = analyze(kernel, activities)
     clone, values, extra = clone_with_parameters(kernel, f"{kernel.name}.{FORWARD}",
                                                  parameters)
     active = {values[v] for v in activity.values}
     arrays = {values[a] for a in activity.arrays}
-    Tangents(clone, active, arrays, extra, activities, kernel.params, values, module).run()
+    tangents = Tangents(clone, active, arrays, extra, activities, kernel.params, values, module)
+    tangents.finite = frozenset(values[param] for param in kernel.params if finite_scalars
+                                and isinstance(param.type, T.ScalarType) and param.type.is_float)
+    tangents.run()
     return clone
 
 
@@ -59,6 +64,7 @@ class Tangents:
             elif copy in active:
                 self.tangent[copy] = shadow
         self.arrays = arrays
+        self.finite = frozenset()   # partials known finite (`derivatives.scaled`)
 
     def run(self) -> None:
         blocks = self.function.reachable_blocks()
@@ -151,7 +157,7 @@ class Tangents:
             tangent = self.tangent[operand]
             if tangent.type != op.type.strong:
                 tangent = b.cast(tangent, op.type.strong)
-            term = times(b, tangent, partial)
+            term = times(b, tangent, partial, self.finite)
             if term is not None:
                 total = term if total is None else b.binary("add", total, term)
         self.tangent[op] = total if total is not None else b.constant(0.0, op.type.strong)

@@ -27,7 +27,7 @@ from ..custom import JVP_MARKER, VJP_MARKER
 from ..device import MARKER as DEVICE_MARKER
 from .activity import source_error, written_arrays
 from .combined import combined_kernel
-from .custom import plain_calls
+from .custom import markers, plain_calls
 from .device import expand_device_autodiff
 from .forward import tangent_kernel
 from .gather import gather_kernel, gathered_updates, leave_out, owned_whole
@@ -63,7 +63,7 @@ class ADPlugin(Plugin):
     markers = (MARKER, DEVICE_MARKER, VJP_MARKER, JVP_MARKER)
 
     def cache_key(self) -> str:
-        return "enzyme-1"
+        return "enzyme-2"
 
     def after_frontend(self, module: Module) -> None:
         expand_device_autodiff(module)
@@ -89,15 +89,19 @@ class ADPlugin(Plugin):
         # A shadow's type not given (tape_type has no shadows): the primal's, writable.
         shadows = [t if isinstance(t, T.IRType) else shadow_type(primal)
                    for t, primal in zip(attrs["shadows"], types)]
+        finite_scalars = bool(attrs.get("finite_scalars", False))
         if mode == FORWARD:
             parameters = derivative_parameters(mode, activities, list(kernel.arg_names),
                                                types, shadows)
-            derivative = tangent_kernel(kernel, activities, parameters, module)
+            derivative = tangent_kernel(kernel, activities, parameters, module,
+                                        finite_scalars)
         else:
             workgroupsize = tuple(attrs["workgroupsize"])
+            custom = bool(markers(kernel, VJP_MARKER))   # (expanded by reverse_kernels)
             augmented, reverse, plan = reverse_kernels(
                 kernel, activities, shadows, workgroupsize, module,
-                subgroups_in_hardware=attrs.get("subgroups_in_hardware", False))
+                subgroups_in_hardware=attrs.get("subgroups_in_hardware", False),
+                finite_scalars=finite_scalars)
             names = list(kernel.arg_names)
             # The tape's floats as narrow as what it holds allows (float32 for float32).
             floats = plan.float_type
@@ -114,7 +118,8 @@ class ADPlugin(Plugin):
             if mode == REVERSE_UNZEROED:
                 unzeroed(reverse, reverse_parameters, outputs)
             layout = replace(tape_layout(kernel, plan), gather=gather is not None,
-                             float_type=floats, gathered=targets, whole_outputs=outputs)
+                             float_type=floats, gathered=targets, whole_outputs=outputs,
+                             primal=not plan.uses_tape and not custom)
             module.notes[self.name] = layout
             if mode == COMBINED:
                 if not layout.combined:

@@ -63,11 +63,12 @@ from .stacks import FLOATS, INTEGERS, CountedHeader, Stacks, TapePlan
 
 
 def reverse_kernels(kernel: Function, activities: list[str], shadows: list, workgroupsize,
-                    module: Module, subgroups_in_hardware: bool = False
-                    ) -> tuple[Function, Function, TapePlan]:
+                    module: Module, subgroups_in_hardware: bool = False,
+                    finite_scalars: bool = False) -> tuple[Function, Function, TapePlan]:
     """(the augmented forward kernel, the reverse kernel, the tape plan); the group sums
     of the reverse kernel built for a target with subgroups in hardware or not
-    (`group_sum.py`)."""
+    (`group_sum.py`); with `finite_scalars`, the reverse kernel of launches whose float
+    scalar arguments are all finite (`derivatives.scaled`)."""
     activity = analyze(kernel, activities)
     refuse_jvp_in_reverse(kernel, activity.values.__contains__)
     if markers(kernel, VJP_MARKER):
@@ -76,7 +77,7 @@ def reverse_kernels(kernel: Function, activities: list[str], shadows: list, work
     names, types = list(kernel.arg_names), [p.type for p in kernel.params]
     reverse = Reverse(kernel, activity, derivative_parameters(REVERSE, activities, names,
                                                               types, shadows),
-                      tuple(workgroupsize), module, subgroups_in_hardware)
+                      tuple(workgroupsize), module, subgroups_in_hardware, finite_scalars)
     reverse.build()
     for call in reverse.calls:
         inline_call(reverse.function, call, module.functions[call.attrs["callee"]])
@@ -87,7 +88,8 @@ def reverse_kernels(kernel: Function, activities: list[str], shadows: list, work
 
 class Reverse:
     def __init__(self, kernel: Function, activity: ActivityAnalysis, parameters, workgroupsize,
-                 module: Module, subgroups_in_hardware: bool = False):
+                 module: Module, subgroups_in_hardware: bool = False,
+                 finite_scalars: bool = False):
         self.kernel = kernel
         self.module = module
         self.activity = activity
@@ -107,6 +109,10 @@ class Reverse:
                 self.extra[(parameter.role, parameter.field or parameter.index)] = value
         self.shadows = {kernel.params[index]: value for (role, index), value in
                         self.extra.items() if role == "shadow"}
+        # The float scalar parameters, where the launches are those whose float scalar
+        # arguments are all finite: partials that need no strong-zero test.
+        self.finite = frozenset(value for param, value in self.params.items()
+                                if finite_scalars and _float_scalar(param.type))
         self.plan = TapePlan()
         self.order = kernel.reachable_blocks()
         predecessors = {block: [] for block in self.order}
@@ -618,7 +624,7 @@ class Reverse:
         partials = rule(b, PrimalOperands(self, op), lambda: self.primal(op))
         for operand, partial in zip(op.operands, partials):
             if self.activity.needs_adjoint(operand):
-                contribution = times(b, adjoint, partial)
+                contribution = times(b, adjoint, partial, self.finite)
                 if contribution is not None:
                     self.accumulate(operand, contribution)
 
@@ -820,3 +826,7 @@ class PrimalOperands(Sequence):
         if index not in self.values:
             self.values[index] = self.reverse.primal(self.op.operands[index])
         return self.values[index]
+
+
+def _float_scalar(argtype) -> bool:
+    return isinstance(argtype, T.ScalarType) and argtype.is_float

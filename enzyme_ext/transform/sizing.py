@@ -59,6 +59,10 @@ class TapeLayout:
     gathered: tuple = ()
     whole_outputs: tuple = ()
     float_type: T.ScalarType = T.float64    # of the tape's float slots (`stacks.py`)
+    # The augmented kernel is the primal kernel with tape parameters: it pushes nothing,
+    # and no custom rule's forward function stands for a call. A launch may run the
+    # primal kernel instead (its launcher's fast path, the program's own results).
+    primal: bool = False
 
     def constant_slots(self) -> tuple[int, int] | None:
         """(float slots, integer slots) where no block that pushes runs in a loop (the

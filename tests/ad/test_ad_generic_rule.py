@@ -13,7 +13,7 @@ import pytest
 
 import kernelkit as kk
 from enzyme_ext import (Active, Const, Duplicated, Reverse, ReverseSplit, autodiff,
-                        autodiff_thunk, compiler_job_from_backend, tape_type)
+                        autodiff_thunk, compiler_job_from_backend, custom_vjp, tape_type)
 from kernelkit.compiler.job import CompilerJob
 from kernelkit.errors import BackendError, KernelkitError, LaunchError
 
@@ -328,3 +328,71 @@ def test_a_shadow_read_at_a_neighbour_is_updated_atomically_everywhere():
     assert ir.count("atomic.add") == 2, ir
     autodiff(Reverse, own_and_neighbour(backend, 64), *args, ndrange=64)
     np.testing.assert_array_equal(args[1].shadow, np.full(64, 2.0))
+
+
+@custom_vjp
+def halved(x):
+    return x * 0.5
+
+
+def halved_forward(x):
+    return x * 0.5, (x,)
+
+
+def halved_backward(residuals, g):
+    return (g * 0.5,)
+
+
+halved.defvjp(halved_forward, halved_backward)
+
+
+@kk.kernel
+def halves(y, x):
+    i = kk.index(kk.Global)
+    y[i] = halved(x[i])
+
+
+def augmented_layout(backend, kernel, args, activities):
+    from enzyme_ext.jobs import derivative_job
+    from enzyme_ext.tape import tape_layout
+    job = compiler_job_from_backend(backend, kernel(backend, 8), args)
+    return tape_layout(derivative_job(job, "augmented", tuple(a.name for a in activities),
+                                      (None,) * len(activities)))
+
+
+def test_a_forward_half_that_tapes_nothing_is_the_primal_launch(monkeypatch):
+    """Where the augmented kernel tapes nothing and no custom rule's forward function
+    stands for a call (saxpy), ReverseSplit's forward half is the primal launch (its
+    results, through the launcher's fast path), and launches of the same arrays get one
+    empty tape; a
+    kernel that tapes (power_loop) or calls a custom rule runs its augmented kernel."""
+    from enzyme_ext import rules
+    backend = kk.CPU()
+    x = np.ones(8)
+    assert augmented_layout(backend, saxpy, (x, 2.0, x), (Duplicated, Active, Const)).primal
+    assert not augmented_layout(backend, power_loop, (x, x, 5),
+                                (Duplicated, Duplicated, Const)).primal
+    assert not augmented_layout(backend, halves, (x, x), (Duplicated, Duplicated)).primal
+
+    n = 64
+    xs, y0 = np.linspace(0.5, 1.5, n), np.linspace(-1.0, 1.0, n)
+    launch = saxpy(backend, 16)
+    forward, reverse = autodiff_thunk(ReverseSplit, launch, Duplicated, Active, Const)
+    derivative_launches = []
+    original = rules.Rule.launch
+    monkeypatch.setattr(rules.Rule, "launch", lambda self, kernel, *rest: (
+        derivative_launches.append(kernel[2].ir.split("(", 1)[0].split("@")[-1]),
+        original(self, kernel, *rest)))
+    tapes = []
+    y, dy = np.empty(n), np.empty(n)
+    for a in (2.0, 3.0):
+        y[:], dy[:] = y0, 1.0
+        args = (Duplicated(y, dy), Active(a), Const(xs))
+        tapes.append(forward(*args, ndrange=n))
+        plain = y0.copy()
+        launch(plain, a, xs, ndrange=n)
+        np.testing.assert_array_equal(y, plain)
+        assert reverse(*args, tape=tapes[-1], ndrange=n) == (None, pytest.approx(xs.sum()),
+                                                            None)
+    assert tapes[0] is tapes[1] and tapes[0].items == n
+    assert "saxpy.augmented" not in derivative_launches and "saxpy.reverse" in derivative_launches
