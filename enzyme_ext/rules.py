@@ -35,7 +35,7 @@ from .reduce import deterministic_sum
 from .signature import (AUGMENTED, COMBINED, FORWARD, GATHER, GATHER_STORED, REVERSE,
                         REVERSE_UNZEROED, derivative_parameters)
 from .tape import DEFAULT_MAX_ITERATIONS, Tape, tape_layout
-from .transform.plugin import REVERSE_READS, WRITTEN, ADPlugin
+from .transform.plugin import EFFECTLESS, REVERSE_READS, WRITTEN, ADPlugin
 
 
 def autodiff(mode: Mode, launch, *args, ndrange=None, workgroupsize=None,
@@ -748,7 +748,7 @@ class Rule:
             if p.role == "partials":
                 partials[p.index] = self.backend.allocate(np.float64, (plan.groups,))
         for launched in launches:
-            if launched is None:
+            if launched is None or launched[2].notes.get(EFFECTLESS):
                 continue
             if tape is None and any(p.role == "tape" for p in launched[1]):
                 tape = Tape.for_launch(self.backend, (0, 0), 0, (ndrange, workgroupsize),

@@ -13,10 +13,10 @@ position alone, the updates are transposed:
   an anchor offset (the offset most updates have); the work-item computes again, at
   each neighbour's position, the value that neighbour would add into its element (where
   the neighbour's test sends it to the update), and adds them up in a fixed order;
-- the elements no work-item owns (the halo along the ndrange's edges) get their updates
-  from the gather kernel too, atomically, in the work-groups at those edges only, behind
-  a barrier of their own (so the vector loop that gathers has no atomics);
-- the reverse kernel leaves those updates out.
+- the reverse kernel leaves those updates out, but for the elements no work-item owns
+  (the halo along the ndrange's edges), which it still updates atomically behind a test
+  of the position; where the update's guard keeps every work-item at that edge from it
+  (a stencil over the whole array whose boundary an `if` skips), it has none.
 The gather kernel reads what the reverse kernel's updates read, before the reverse kernel
 changes any of it: a value whose computation reads memory the reverse kernel writes first
 keeps its atomic. On a work-group away from the ndrange's edges every neighbour exists,
@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 from kernelkit.ir import types as T
 from kernelkit.ir.builder import Builder
-from kernelkit.ir.definitions import (ADD, ATOMICS, CBR, GROUP_ID, LOAD, LOCAL_ID,
-                                      NDRANGE, STORE, SUB, Trait)
+from kernelkit.ir.definitions import (ADD, ARITHMETIC, ATOMICS, CBR, COMPARISONS, GROUP_ID,
+                                      LOAD, LOCAL_ID, NDRANGE, SELECT, STORE, SUB, UNARY,
+                                      Trait)
 from kernelkit.ir.function import Block, Function
 from kernelkit.ir.ops import Op, Value, constant_value, is_op
 from kernelkit.ir.rewriter import Rewriter
@@ -387,13 +388,18 @@ def leave_out(reverse: Function, updates: dict[Value, list[Site]], workgroupsize
     only where its element has no owner (the halo: the owner's position lies outside the
     ndrange), behind that test, atomic (neighbouring work-items may update the element
     too). Along a row most work-items are away from its ends: a CPU cuts the tests out of
-    the row there (`item_split.py`)."""
+    the row there (`item_split.py`). Where the update's guard keeps every work-item whose
+    shifted element lies outside from making it (a stencil over the whole array that
+    skips its boundary with `if`: the interior's neighbours are all inside), it is left
+    out altogether (`never_past`)."""
     rewriter = Rewriter(reverse)
     positions = Positions(rewriter, workgroupsize)
     for sites in updates.values():
         for site, shift in zip(sites, shifts(sites, anchor(sites), -1)):
             atomic = site.atomic
-            if not any(shift.values()):     # at the anchor: the work-item owns it
+            if not any(shift.values()) or never_past(site, shift, workgroupsize):
+                # At the anchor the work-item owns the element; and a work-item whose
+                # element has no owner never makes the update where its guard says.
                 atomic.block.ops.remove(atomic)
                 continue
             block = atomic.block
@@ -409,3 +415,103 @@ def leave_out(reverse: Function, updates: dict[Value, list[Site]], workgroupsize
             halo.ops.append(atomic)
             rewriter.position_at_end(halo)
             rewriter.br(rest)
+
+
+# -- updates guarded away from the halo ------------------------------------------------------
+# A work-item's own index along an axis lies in [0, ndrange). Its element shifted by d lies
+# outside the ndrange exactly where the index is one of the |d| at that edge: ndrange - 1,
+# ..., ndrange - d for d > 0; 0, ..., -d - 1 for d < 0. `never_past` works the guard out
+# with the index set to each of them, as a linear form (base, offset): base None for a
+# constant, ("ndrange", axis) for an extent, ("own", axis) for another axis's index.
+_MOST_SHIFT = 4    # (wider shifts keep their halo test)
+_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+def never_past(site: Site, shift: dict[int, int], workgroupsize) -> bool:
+    """Whether no work-item whose element shifted by `shift` lies outside the ndrange
+    passes the site's guard to its update (`guard` == `taken`): along each axis it is
+    shifted on, every index at that edge makes the guard decide against it."""
+    if site.guard is None:
+        return False
+    for axis, delta in shift.items():
+        if not delta:
+            continue
+        if abs(delta) > _MOST_SHIFT:
+            return False
+        edge = [(("ndrange", axis), -k) for k in range(1, delta + 1)] if delta > 0 else \
+            [(None, k) for k in range(-delta)]
+        for own in edge:
+            if _Guard(axis, own, workgroupsize).decide(site.guard) is not (not site.taken):
+                return False
+    return True
+
+
+class _Guard:
+    """The values of a guard's computation where the work-item's own index along `axis`
+    is `own`: linear forms for integers, True or False for conditions, None where the
+    index alone does not decide them."""
+
+    def __init__(self, axis: int, own: tuple, workgroupsize):
+        self.axis, self.own, self.workgroupsize = axis, own, workgroupsize
+        self.known: dict[Value, object] = {}
+
+    def decide(self, value: Value):
+        if value not in self.known:
+            self.known[value] = None      # (a cycle through block parameters: unknown)
+            self.known[value] = self.evaluate(value)
+        return self.known[value]
+
+    def evaluate(self, value: Value):
+        place = _position_plus_constant(value, self.workgroupsize)
+        if place is not None:
+            axis, offset = place
+            if axis == self.axis:
+                return (self.own[0], self.own[1] + offset)
+            return (("own", axis), offset)
+        if not isinstance(value, Op):
+            return None
+        constant = constant_value(value)
+        if isinstance(constant, bool):
+            return constant
+        if isinstance(constant, int):
+            return (None, constant)
+        definition, operands = value.definition, value.operands
+        name = definition.name
+        if definition is NDRANGE:
+            return (("ndrange", value.attrs["axis"]), 0)
+        if definition is ADD or definition is SUB:
+            left, right = (self.decide(operand) for operand in operands)
+            if not (isinstance(left, tuple) and isinstance(right, tuple)):
+                return None
+            if right[0] is None:
+                return (left[0], left[1] + right[1] if name == "add" else left[1] - right[1])
+            if left[0] is None and name == "add":
+                return (right[0], right[1] + left[1])
+            return None
+        if definition is COMPARISONS.get(name):
+            left, right = (self.decide(operand) for operand in operands)
+            if isinstance(left, tuple) and isinstance(right, tuple) and left[0] == right[0]:
+                return _COMPARE[name](left[1], right[1])
+            return None
+        if definition is SELECT:
+            condition, if_true, if_false = operands
+            chosen = self.decide(condition)
+            if chosen is True or chosen is False:
+                return self.decide(if_true if chosen else if_false)
+            # `a or b` is select(a, a, b), `a and b` select(a, b, a): each side known
+            # where the condition is what picked it.
+            yes = True if if_true is condition else self.decide(if_true)
+            no = False if if_false is condition else self.decide(if_false)
+            return yes if yes is not None and yes == no and type(yes) is type(no) else None
+        if definition in (ARITHMETIC["and"], ARITHMETIC["or"]) and value.type == T.bool_:
+            left, right = (self.decide(operand) for operand in operands)
+            if name == "and":
+                return False if False in (left, right) else (True if left is right is True
+                                                             else None)
+            return True if True in (left, right) else (False if left is right is False
+                                                       else None)
+        if definition is UNARY["not"]:
+            inner = self.decide(operands[0])
+            return None if inner is None else not inner
+        return None

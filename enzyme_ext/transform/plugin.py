@@ -41,6 +41,9 @@ WRITTEN = "enzyme.written"
 """The key of `Module.notes` (and of a derivative kernel's notes) that gives the positions
 of the parameters the primal kernel stores into or updates atomically: the launch rule
 refuses arguments that share memory with one of them (`rules.py`)."""
+EFFECTLESS = "enzyme.effectless"
+"""The key of the notes that say the derivative kernel writes nothing (a reverse kernel
+whose every update the gather kernel makes, or none makes): a launch skips it."""
 REVERSE_READS = "enzyme.reverse_reads"
 """The key of the notes that give the positions of the primal parameters whose contents
 the reverse kernels read (`reverse_reads`)."""
@@ -63,7 +66,7 @@ class ADPlugin(Plugin):
     markers = (MARKER, DEVICE_MARKER, VJP_MARKER, JVP_MARKER)
 
     def cache_key(self) -> str:
-        return "enzyme-2"
+        return "enzyme-3"
 
     def after_frontend(self, module: Module) -> None:
         expand_device_autodiff(module)
@@ -153,6 +156,9 @@ class ADPlugin(Plugin):
         # then each block's loads go first (`hoist-loads`: on a GPU their latencies
         # overlap, where the shadows' were waited for one after another).
         Pipeline(("promote-private",) + CLEAN_UP + ("hoist-loads",))(module)
+        module.notes[EFFECTLESS] = not any(
+            op.definition.effects.writes or op.definition.effects.unknown
+            for op in derivative.ops())
 
 
 def reverse_reads(functions: list[Function], parameters) -> tuple[int, ...]:

@@ -353,3 +353,84 @@ def test_the_gather_kernel_of_a_guarded_stencil_has_no_tests_mid_row():
     clean = [body for body in bodies
              if not re.search(r"icmp \w+ <\d+ x i64>|masked\.gather", body)]
     assert clean and all(re.search(r"load <\d+ x float>", body) for body in clean)
+
+
+@kk.kernel
+def left_neighbour_past_one(y, x):
+    """Work-item 0 is skipped: no update reaches x's element -1 (the halo)."""
+    i = kk.index(kk.Global)
+    if i > 0:
+        y[i] = x[i] + x[i] + 2.0 * x[i - 1]
+
+
+@kk.kernel
+def left_neighbour_but_three(y, x):
+    """Work-item 0 is not skipped: its update of x[-1] (the last element) stays."""
+    i = kk.index(kk.Global)
+    if i != 3:
+        y[i] = x[i] + x[i] + 2.0 * x[i - 1]
+
+
+@pytest.mark.parametrize("kernel, skipped", [(left_neighbour_past_one, {0}),
+                                             (left_neighbour_but_three, {3})],
+                         ids=["guard keeps the edge out", "guard lets the edge in"])
+def test_a_halo_update_the_guard_never_lets_through_is_left_out(backend, kernel, skipped):
+    n = 50
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    dy, dx = rng.standard_normal(n), rng.standard_normal(n)
+    ir = reverse_kernel_ir(backend, kernel, (16,), (y, x), (Duplicated, Duplicated))
+    assert ("atomic" in ir) == (0 not in skipped) and halo_only(ir)
+    _, (_, got_dx) = reverse(backend, kernel, 16, n, ((y, dy), (x, dx)),
+                             (Duplicated, Duplicated))
+    expected = dx.copy()
+    for i in range(n):
+        if i not in skipped:
+            expected[i] += 2.0 * dy[i]
+            expected[(i - 1) % n] += 2.0 * dy[i]     # x[-1]: the last element
+    np.testing.assert_allclose(got_dx, expected, rtol=1e-13, atol=1e-14)
+
+
+def test_the_unzeroed_reverse_of_a_guarded_stencil_writes_nothing_and_is_skipped(
+        monkeypatch):
+    """The heat step over the whole array: every neighbour of the interior is inside, so
+    its reverse kernel keeps no halo update, and without the zeroing of the output's
+    adjoint (a program's `reverse-unzeroed`) it writes nothing: the launch skips it."""
+    from enzyme_ext import program, rules
+    from enzyme_ext.transform.plugin import EFFECTLESS
+    backend = kk.CPU()
+    shape = (12, 40)
+    u = np.zeros(shape, np.float32)
+    argtypes = guarded_heat_step.argument_types(backend, (u, u, np.float32(0.2)))
+    parent = compiler_job_from_backend(backend, guarded_heat_step.function, argtypes,
+                                       workgroupsize=(4, 8))
+    names = (Duplicated.name, Duplicated.name, Const.name)
+    compiled = {mode: compile_job(derivative_job(parent, mode, names, (None,) * 3))
+                for mode in ("reverse", "reverse-unzeroed", "gather")}
+    assert "atomic" not in compiled["reverse"].ir
+    assert [mode for mode, kernel in compiled.items() if kernel.notes[EFFECTLESS]] == \
+        ["reverse-unzeroed"]
+    launched = []
+    original = rules.Rule.launch
+    monkeypatch.setattr(rules.Rule, "launch", lambda self, kernel, *rest: (
+        launched.append(kernel[2].ir.split("(", 1)[0].split("@")[-1]),
+        original(self, kernel, *rest)))
+    step = guarded_heat_step(backend, (4, 8))
+    alpha = np.float32(0.2)
+
+    def two_steps(a, b):
+        step(b, a, alpha, ndrange=shape)
+        step(a, b, alpha, ndrange=shape)
+
+    rng = np.random.default_rng(5)
+    a0, seed = rng.random(shape, dtype=np.float32), rng.random(shape, dtype=np.float32)
+    a, da = a0.copy(), seed.copy()
+    autodiff(Reverse, two_steps, Duplicated(a, da), Duplicated(np.zeros_like(a0),
+                                                               np.zeros_like(a0)))
+    kk.synchronize(backend)
+    assert launched == ["guarded_heat_step.gather"] * 2   # each reverse kernel skipped
+    expected = seed.astype(np.float64)
+    for _ in range(2):
+        expected, _ = guarded_heat_adjoints(a0.astype(np.float64), expected,
+                                            np.zeros(shape), float(alpha), True)
+    np.testing.assert_allclose(da, expected, rtol=1e-5)
