@@ -322,7 +322,7 @@ class Rule:
         if kind is np.ndarray:
             return (id(value), value.shape, value.strides, value.dtype, value.flags.writeable)
         if kind is float or isinstance(value, np.floating):
-            return (kind, math.isfinite(value))
+            return (kind, _finite_scalar(value))
         if kind is int or kind is bool or isinstance(value, np.generic):
             return kind
         if isinstance(value, tuple) or dataclasses.is_dataclass(value):
@@ -875,10 +875,18 @@ def _overlap(a, span_a, b, span_b) -> bool:
 
 
 def _finite_scalars(values) -> bool:
-    """Whether every float scalar among a launch's arguments (leaves) is finite: its
-    derivative kernels are then those without strong-zero tests on them."""
-    return all(math.isfinite(value) for value in values
+    """Whether every float scalar among a launch's arguments (leaves) is finite, in
+    float32's range (a kernel may narrow it to float32): its derivative kernels are then
+    those without strong-zero tests on them."""
+    return all(_finite_scalar(value) for value in values
                if type(value) is float or isinstance(value, np.floating))
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _finite_scalar(value) -> bool:
+    return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
 
 
 def _holds_floats(value) -> bool:

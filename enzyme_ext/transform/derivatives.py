@@ -443,14 +443,15 @@ def _extremum_transpose(b, op, adjoint, operands, result):
 
 def _finite(value: Value, finite) -> bool:
     """Whether `value` is one of the values `finite`, or one of them converted to a float
-    type at least as wide (a Python float argument, made a float64)."""
+    type of 32 bits or more (a Python float argument made a float64, or a float32 next to
+    float32 arrays: the launches of that version have scalars in float32's range)."""
     if value in finite:
         return True
     if not is_op(value, CAST) or value.operands[0] not in finite:
         return False
     source, target = value.operands[0].type, value.type
     return isinstance(target, T.ScalarType) and target.is_float and source.is_float and \
-        target.bits >= source.bits
+        target.bits >= min(source.bits, 32)
 
 
 def times(b: Builder, derivative: Value, partial, finite=frozenset()) -> Value | None:

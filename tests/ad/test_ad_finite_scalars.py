@@ -108,3 +108,35 @@ def test_a_zero_tangent_through_an_infinite_scalar_stays_zero(backend):
         dy = launched(forward_dy, backend, launch, a, tangent_x)
         if dy is not None:
             np.testing.assert_array_equal(dy, np.where(tangent_x == 0, 0.0, a))
+
+
+@kk.kernel
+def scaled_float32(y, x, a, pick):
+    i = kk.index(kk.Global)
+    scaled = x[i] * a          # a Python float, made a float32 beside x
+    y[i] = scaled if pick > 0 else 4.0 * x[i]
+
+
+def test_a_python_float_beside_float32_arrays_is_finite_within_float32s_range(backend):
+    """Made a float32, 1e39 is infinite: its launch runs the version with the tests."""
+    launch = scaled_float32(backend, WORKGROUP)
+    x = np.linspace(-1.0, 1.0, N, dtype=np.float32)
+    argtypes = scaled_float32.argument_types(backend, (on(backend, x), on(backend, x), 2.0, 1))
+    parent = compiler_job_from_backend(backend, scaled_float32.function, argtypes,
+                                       workgroupsize=(WORKGROUP,))
+    names = (Duplicated.name, Duplicated.name, Const.name, Const.name)
+    ir = compile_job(derivative_job(parent, "reverse", names, (None,) * 4,
+                                    finite_scalars=True)).ir
+    assert re.search(r"= cast %4 : f32", ir) and not re.search(r"= select .* : f32", ir)
+    for a in (2.0, 1e39, 2.0):
+        # (pick 0: the scaled branch is not taken; its adjoint, 0, times `a` is 0)
+        y, dy = on(backend, np.zeros(N, np.float32)), on(backend, np.ones(N, np.float32))
+        dx = on(backend, np.zeros(N, np.float32))
+
+        def run():
+            autodiff(Reverse, launch, Duplicated(y, dy), Duplicated(on(backend, x), dx), a,
+                     0, ndrange=N)
+            return kk.to_numpy(dx)
+        got = launched(run)
+        if got is not None:
+            np.testing.assert_array_equal(got, np.full(N, 4.0, np.float32))
