@@ -510,35 +510,10 @@ start:
 estimated:
   %count.groups = sitofp i64 %groups to double
   %estimate = fmul double %per.group, %count.groups
-  br i1 %idle, label %ours, label %queued.before
-queued.before:   ; one this policy would take (below) waits for those queued before it
-  %led.ns.before = call double @policy(ptr %mailbox, i64 {words.led_ns.offset})
-  %joined.ns.before = call double @policy(ptr %mailbox, i64 {words.joined_ns.offset})
-  %inline.ns.before = call double @policy(ptr %mailbox, i64 {words.inline_ns.offset})
-  %short.before = fcmp olt double %estimate, %led.ns.before
-  %joined.before = fcmp olt double %estimate, %joined.ns.before
-  %helped.before = icmp sgt i64 %helpers, 0
-  %several.before = icmp sgt i64 %groups, 1
-  %claimable.before = icmp slt i64 %groups, 2147483648
-  %shared.before.a = and i1 %joined.before, %helped.before
-  %shared.before.b = and i1 %several.before, %claimable.before
-  %shared.before = and i1 %shared.before.a, %shared.before.b
-  %inline.before = fcmp olt double %estimate, %inline.ns.before
-  %takes.some = or i1 %short.before, %shared.before
-  %takes = or i1 %takes.some, %inline.before
-  %answer.before = select i1 %takes, i64 {ran.BEHIND}, i64 {ran.LEFT}
-  ret i64 %answer.before
-ours:
   %led.ns = call double @policy(ptr %mailbox, i64 {words.led_ns.offset})
+  %joined.ns = call double @policy(ptr %mailbox, i64 {words.joined_ns.offset})
   %inline.ns = call double @policy(ptr %mailbox, i64 {words.inline_ns.offset})
   %short = fcmp olt double %estimate, %led.ns
-  br i1 %short, label %here, label %shareable
-here:
-  %ignored.here = call i64 @kernelkit_run(ptr %key, ptr %record, i64 0, i64 %groups,
-                                          ptr %state)
-  ret i64 {ran.RAN}
-shareable:
-  %joined.ns = call double @policy(ptr %mailbox, i64 {words.joined_ns.offset})
   %joined = fcmp olt double %estimate, %joined.ns
   %helped = icmp sgt i64 %helpers, 0
   %several = icmp sgt i64 %groups, 1
@@ -546,6 +521,20 @@ shareable:
   %shared.a = and i1 %joined, %helped
   %shared.b = and i1 %several, %claimable
   %shared = and i1 %shared.a, %shared.b
+  %inline = fcmp olt double %estimate, %inline.ns
+  br i1 %idle, label %ours, label %queued.before
+queued.before:   ; one this policy would take (below) waits for those queued before it
+  %takes.some = or i1 %short, %shared
+  %takes = or i1 %takes.some, %inline
+  %answer.before = select i1 %takes, i64 {ran.BEHIND}, i64 {ran.LEFT}
+  ret i64 %answer.before
+ours:
+  br i1 %short, label %here, label %shareable
+here:
+  %ignored.here = call i64 @kernelkit_run(ptr %key, ptr %record, i64 0, i64 %groups,
+                                          ptr %state)
+  ret i64 {ran.RAN}
+shareable:
   br i1 %shared, label %watched, label %unshared
 watched:
   %watching.word = call ptr @field(ptr %mailbox, i64 {words.watching.offset})
@@ -584,8 +573,7 @@ placed:
   %answer = select i1 %waits, i64 {ran.LED_BESIDE}, i64 {ran.RAN}
   ret i64 %answer
 alone:   ; it could have been led, but no worker watches (or another thread leads)
-  %brief = fcmp olt double %estimate, %inline.ns
-  br i1 %brief, label %alone.here, label %alone.left
+  br i1 %inline, label %alone.here, label %alone.left
 alone.here:
   %ignored.alone = call i64 @kernelkit_run(ptr %key, ptr %record, i64 0, i64 %groups,
                                            ptr %state)
@@ -593,7 +581,6 @@ alone.here:
 alone.left:
   ret i64 {ran.UNSHARED}
 unshared:
-  %inline = fcmp olt double %estimate, %inline.ns
   br i1 %inline, label %here, label %left
 left:
   ret i64 {ran.LEFT}

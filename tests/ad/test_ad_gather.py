@@ -334,6 +334,18 @@ def test_a_stencil_behind_a_boundary_test_gathers_its_updates(backend, kernel,
     assert result[2] == pytest.approx(expected_dalpha, rel=1e-12)
 
 
+def guarded_heat_derivative(mode: str, shape, workgroupsize):
+    """`guarded_heat_step`'s derivative kernel of `mode` on the CPU, float32, with the
+    arrays Duplicated and alpha Const."""
+    backend = kk.CPU()
+    u = np.zeros(shape, np.float32)
+    argtypes = guarded_heat_step.argument_types(backend, (u, u, np.float32(0.2)))
+    parent = compiler_job_from_backend(backend, guarded_heat_step.function, argtypes,
+                                       workgroupsize=workgroupsize)
+    names = (Duplicated.name, Duplicated.name, Const.name)
+    return compile_job(derivative_job(parent, mode, names, (None,) * 3))
+
+
 def test_the_gather_kernel_of_a_guarded_stencil_has_no_tests_mid_row():
     """A neighbour's test is computed at the neighbour's position (its loads at a position
     inside the ndrange), an affine function of the work-item's: the CPU cuts it out of
@@ -341,14 +353,7 @@ def test_the_gather_kernel_of_a_guarded_stencil_has_no_tests_mid_row():
     vectors and compares no indices. (At the clamped position, min/max-like selects, the
     row kept every test: a vector compare per neighbour per element, and the neighbours'
     loads as gathers.)"""
-    backend = kk.CPU()
-    shape = (8, 1024)
-    u = np.zeros(shape, np.float32)
-    argtypes = guarded_heat_step.argument_types(backend, (u, u, np.float32(0.2)))
-    parent = compiler_job_from_backend(backend, guarded_heat_step.function, argtypes,
-                                       workgroupsize=(1, 1024))
-    names = (Duplicated.name, Duplicated.name, Const.name)
-    llvm_ir = compile_job(derivative_job(parent, "gather", names, (None,) * 3)).llvm_ir
+    llvm_ir = guarded_heat_derivative("gather", (8, 1024), (1, 1024)).llvm_ir
     bodies = re.findall(r"^vector\.body\d*:.*?(?=^\S+:)", llvm_ir, re.S | re.M)
     clean = [body for body in bodies
              if not re.search(r"icmp \w+ <\d+ x i64>|masked\.gather", body)]
@@ -396,16 +401,11 @@ def test_the_unzeroed_reverse_of_a_guarded_stencil_writes_nothing_and_is_skipped
     """The heat step over the whole array: every neighbour of the interior is inside, so
     its reverse kernel keeps no halo update, and without the zeroing of the output's
     adjoint (a program's `reverse-unzeroed`) it writes nothing: the launch skips it."""
-    from enzyme_ext import program, rules
+    from enzyme_ext import rules
     from enzyme_ext.transform.plugin import EFFECTLESS
     backend = kk.CPU()
     shape = (12, 40)
-    u = np.zeros(shape, np.float32)
-    argtypes = guarded_heat_step.argument_types(backend, (u, u, np.float32(0.2)))
-    parent = compiler_job_from_backend(backend, guarded_heat_step.function, argtypes,
-                                       workgroupsize=(4, 8))
-    names = (Duplicated.name, Duplicated.name, Const.name)
-    compiled = {mode: compile_job(derivative_job(parent, mode, names, (None,) * 3))
+    compiled = {mode: guarded_heat_derivative(mode, shape, (4, 8))
                 for mode in ("reverse", "reverse-unzeroed", "gather")}
     assert "atomic" not in compiled["reverse"].ir
     assert [mode for mode, kernel in compiled.items() if kernel.notes[EFFECTLESS]] == \
