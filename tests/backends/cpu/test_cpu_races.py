@@ -493,6 +493,10 @@ def test_race_detection_changes_the_job_and_only_race_mode_code_records_accesses
     # mode (each access recorded before it happens).
     assert re.search(r"<\d+ x float>", saxpy_code[normal])
     assert not re.search(r"<\d+ x float>", saxpy_code[races])
+    # Race mode builds at level 0 (the detector's calls take the time); the others at
+    # their job's level.
+    assert [backend.target().level(job) for backend, job in
+            zip((normal, bounds, races), jobs)] == [3, 3, 0]
 
 
 RACY_PROGRAM = """
