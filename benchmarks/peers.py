@@ -8,8 +8,10 @@ its users write array code (element-wise expressions, its own matmul and sum).
 The annotations here are evaluated when defined (no `from __future__ import annotations`):
 Taichi reads its kernels' argument types from them.
 """
+import concurrent.futures
 import contextlib
 import importlib.util
+import multiprocessing
 import sys
 
 import numpy as np
@@ -464,8 +466,95 @@ class TaichiTapePeer:
         return gradient.to_numpy()
 
 
-GRADIENT_PEERS = (JaxGradPeer, WarpTapePeer, TaichiTapePeer)
-"""The peers of the gradient case, in column order; each optional."""
+# ---------------------------------------------------------------------------------------
+# A peer in a process of its own. Starting a library can change its whole process:
+# Taichi's `ti.init` sets FTZ/DAZ in the calling thread's floating-point control word and
+# raises glibc's mmap threshold (a 100-step heat gradient then took 4 page faults where it
+# took 1,978, and about 10% longer); Warp and JAX start runtimes and thread pools of their
+# own. Measured beside kernelkit in one process, a peer would change what kernelkit's side
+# (and every case after it) measures, so the AD peers run each in a Python process of its
+# own, started on first use and kept for the run.
+
+
+class OwnProcess:
+    """The peer `peer_class(**arguments)`, made and run in a Python process of its own:
+    `prepare(...)` keeps the prepared state there and returns a token for it;
+    `gradient(token)` returns the gradient as a NumPy array (for the check: it costs a
+    copy between the processes); `timed(token, measure, sizes)` times `gradient` there,
+    with the benchmark's own `measure`, so no copy is timed. `close()` ends the
+    process."""
+
+    def __init__(self, peer_class, **arguments) -> None:
+        self.name = peer_class.name
+        self._peer = peer_class, arguments
+        self._process = None
+
+    def _call(self, *request):
+        if self._process is None:
+            self._process = concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"))
+            self._process.submit(_serve, "make", *self._peer).result()
+        return self._process.submit(_serve, *request).result()
+
+    def unavailable_reason(self) -> str | None:
+        return self._call("unavailable_reason")
+
+    def prepare(self, *inputs) -> int:
+        return self._call("prepare", *inputs)
+
+    def gradient(self, token: int) -> np.ndarray:
+        return self._call("gradient", token)
+
+    def to_numpy(self, gradient: np.ndarray) -> np.ndarray:
+        return gradient
+
+    def timed(self, token: int, measure, sizes):
+        return self._call("timed", token, measure, sizes)
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.shutdown()
+            self._process = None
+
+
+_served_peer: list = []
+"""In an `OwnProcess` peer's process: the peer."""
+
+_served_states: list = []
+"""In an `OwnProcess` peer's process: its prepared states; a token is an index."""
+
+
+def _serve(request: str, *arguments):
+    """Answer one request of `OwnProcess`, in its peer's process."""
+    if request == "make":
+        peer_class, peer_arguments = arguments
+        _served_peer.append(peer_class(**peer_arguments))
+        return None
+    peer = _served_peer[0]
+    if request == "unavailable_reason":
+        return peer.unavailable_reason()
+    if request == "prepare":
+        _served_states.append(peer.prepare(*arguments))
+        return len(_served_states) - 1
+    state = _served_states[arguments[0]]
+    if request == "gradient":
+        return np.asarray(peer.to_numpy(peer.gradient(state)))
+    measure, sizes = arguments[1:]
+    return measure(lambda: peer.gradient(state), sizes)
+
+
+def own_process(peer_class):
+    """`peer_class` made in a process of its own when called (see `OwnProcess`)."""
+    def make(**arguments) -> OwnProcess:
+        return OwnProcess(peer_class, **arguments)
+    make.name = peer_class.name
+    return make
+
+
+GRADIENT_PEERS = tuple(own_process(peer) for peer in (JaxGradPeer, WarpTapePeer,
+                                                       TaichiTapePeer))
+"""The peers of the gradient case, in column order; each optional, each in a process of
+its own."""
 
 
 def start_taichi(gpu: bool):
@@ -640,8 +729,9 @@ class TaichiHeatTapePeer:
         return out
 
 
-HEAT_GRADIENT_PEERS = (WarpHeatTapePeer, TaichiHeatTapePeer)
-"""The peers of the heat-loop gradient case, in column order; each optional."""
+HEAT_GRADIENT_PEERS = (own_process(WarpHeatTapePeer), own_process(TaichiHeatTapePeer))
+"""The peers of the heat-loop gradient case, in column order; each optional, each in a
+process of its own."""
 
 
 PEERS = {"cpu": (NumpyPeer, NumbaPeer), "cuda": (CupyPeer, TorchPeer)}

@@ -325,6 +325,23 @@ def measure_peers(ctx: Context, operation: str, host_inputs: tuple, calls: int =
     return timings
 
 
+def timed_gradient(peer, state, sizes: Sizes) -> Timing:
+    """`peer.gradient(state)` timed; a peer in a process of its own (`peers.OwnProcess`)
+    is timed there."""
+    timed = getattr(peer, "timed", None)
+    if timed is not None:
+        return timed(state, measure, sizes)
+    return measure(lambda: peer.gradient(state), sizes)
+
+
+def close_peers(peers: list) -> None:
+    """End the processes of the peers that have one."""
+    for peer in peers:
+        close = getattr(peer, "close", None)
+        if close is not None:
+            close()
+
+
 def agrees(actual: np.ndarray, expected: np.ndarray, rtol: float) -> bool:
     """Equal up to `rtol` relative to the largest expected magnitude."""
     scale = float(np.max(np.abs(expected))) or 1.0
@@ -1027,9 +1044,9 @@ def bench_heat_program_gradient(ctx: Context) -> Measurement:
     CPU only): the same loop recorded on a Warp `wp.Tape` and under Taichi's `ti.ad.Tape`,
     every step kept (101 arrays; a field with a time dimension), and the gradient of the
     last step's sum, timed from the first launch to the end of the backward pass, as the
-    whole `autodiff` call is. Every gradient is checked against the adjoint step written
-    in NumPy, applied 100 times to the seed, before it is timed (a wrong peer is left
-    out)."""
+    whole `autodiff` call is, each peer in a process of its own (`peers.OwnProcess`).
+    Every gradient is checked against the adjoint step written in NumPy, applied 100
+    times to the seed, before it is timed (a wrong peer is left out)."""
     from enzyme_ext import Duplicated, Reverse, autodiff
     from peers import HEAT_GRADIENT_PEERS
     edge = min(ctx.sizes.stencil, 1024)
@@ -1090,11 +1107,14 @@ def bench_heat_program_gradient(ctx: Context) -> Measurement:
             program(initial, final)
             kk.synchronize(ctx.backend)
         return {"program": measure(run, ctx.sizes),
-                **{peer.name: (measure(lambda p=peer: p.gradient(states[p.name]), ctx.sizes)
+                **{peer.name: (timed_gradient(peer, states[peer.name], ctx.sizes)
                                if peer.name in states else None) for peer in peers}}
 
-    return measure_case(f"{edge}^2 x {HEAT_PROGRAM_STEPS}", kernelkit_side,
-                        peers=plain_and_peers)
+    try:
+        return measure_case(f"{edge}^2 x {HEAT_PROGRAM_STEPS}", kernelkit_side,
+                            peers=plain_and_peers)
+    finally:
+        close_peers(peers)
 
 
 HEAT_CHECKPOINT_BUDGET = 10    # sqrt(HEAT_PROGRAM_STEPS) saved states
@@ -1208,7 +1228,8 @@ def bench_grad_sin_x(ctx: Context) -> Measurement:
     gradient of a sum; each gradient allocates its y, dy = ones and dx = zeros, as JAX's
     returns a new array. The peers (`peers.GRADIENT_PEERS`, each optional): jax.jit of
     jax.grad; a Warp kernel adding into a loss with wp.Tape; a Taichi kernel adding into
-    a loss field with ti.ad.Tape; on the GPU backend, each on its GPU. Each gradient is
+    a loss field with ti.ad.Tape; on the GPU backend, each on its GPU; each in a process
+    of its own (`peers.OwnProcess`). Each gradient is
     checked against cos(x) * x + sin(x) before it is timed (a wrong peer is left out).
     --threads does not reach the gradient peers (JAX and Taichi use every core, Warp's
     CPU kernels run on one thread)."""
@@ -1253,11 +1274,13 @@ def bench_grad_sin_x(ctx: Context) -> Measurement:
             print(f"  {peer.name}: left out (wrong gradient)", file=sys.stderr)
 
     def measure_peers_ad() -> dict[str, Timing | None]:
-        return {peer.name: (measure(lambda p=peer: p.gradient(states[p.name]),
-                                    ctx.sizes) if peer.name in states else None)
-                for peer in peers}
+        return {peer.name: (timed_gradient(peer, states[peer.name], ctx.sizes)
+                            if peer.name in states else None) for peer in peers}
 
-    return measure_case(f"{n:,}", kernelkit_side, peers=measure_peers_ad)
+    try:
+        return measure_case(f"{n:,}", kernelkit_side, peers=measure_peers_ad)
+    finally:
+        close_peers(peers)
 
 
 AD_COMPILE_SCRIPT = """

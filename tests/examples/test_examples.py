@@ -2,7 +2,8 @@
 cannot run they say why in one line and exit with status 2; heat diffusion and the
 descents through a simulation (inverse heat, projectile) write a PNG with matplotlib and
 without it; the benchmark suite's --plot draws its table, its targets combine, and its
-heat-gradient case runs without its peers and leaves a wrong one out."""
+heat-gradient case runs without its peers and leaves a wrong one out, and its AD peers
+run each in a process of its own."""
 import importlib.util
 import os
 import struct
@@ -290,3 +291,46 @@ def test_the_heat_gradient_case_runs_without_its_peers_and_leaves_a_wrong_one_ou
     errors = capsys.readouterr().err
     assert "warp: skipped (warp-lang is not installed)" in errors
     assert "taichi: left out (wrong gradient)" in errors
+
+
+class ProcessPeer:
+    """A peer whose gradient is the id of the process it was prepared in."""
+
+    name = "process"
+
+    def unavailable_reason(self) -> None:
+        return None
+
+    def prepare(self, n):
+        import numpy as np
+        return np.full(n, os.getpid())
+
+    def gradient(self, state):
+        return state
+
+    def to_numpy(self, gradient):
+        return gradient
+
+
+def run_once_where(run, sizes):
+    """A stand-in for the suite's `measure`: run once, say in which process."""
+    run()
+    return sizes, os.getpid()
+
+
+def test_an_own_process_peer_is_prepared_checked_and_timed_in_another_process(
+        benchmark_suite):
+    """Starting Taichi sets FTZ/DAZ and malloc's thresholds for its whole process: the AD
+    peers run each in a process of its own, and must not run in the suite's."""
+    peers = sys.modules["peers"]
+    assert all(isinstance(make(), peers.OwnProcess)
+               for make in peers.GRADIENT_PEERS + peers.HEAT_GRADIENT_PEERS)
+    peer = peers.own_process(ProcessPeer)()
+    try:
+        assert peer.name == "process" and peer.unavailable_reason() is None
+        token = peer.prepare(3)
+        [child] = set(peer.to_numpy(peer.gradient(token)))
+        assert child != os.getpid()
+        assert peer.timed(token, run_once_where, "sizes") == ("sizes", child)
+    finally:
+        benchmark_suite.close_peers([peer])
