@@ -299,6 +299,22 @@ def renewed(values: tuple) -> tuple:
                  value * 1.0 if type(value) is float else value for value in values)
 
 
+def renewed_activities(activities: tuple) -> tuple:
+    """`activities` (enzyme_ext's) as new objects of the same classes around the same
+    arrays, each scalar a new object of its value (`renewed`)."""
+    from enzyme_ext import Duplicated
+    from enzyme_ext.activities import Activity
+    fresh = []
+    for activity in activities:
+        if isinstance(activity, Duplicated):
+            fresh.append(type(activity)(activity.value, activity.shadow))
+        elif isinstance(activity, Activity):
+            fresh.append(type(activity)(*renewed((activity.value,))))
+        else:
+            fresh.extend(renewed((activity,)))
+    return tuple(fresh)
+
+
 def measure_peers(ctx: Context, operation: str, host_inputs: tuple, calls: int = 1
                   ) -> dict[str, Timing | None]:
     """Time `peer.<operation>(*inputs)` for every peer, each on its own copy of the inputs."""
@@ -900,7 +916,9 @@ def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1,
     reverse run is `calls` such calls (augmented forward, reverse, and the sums of the
     Active scalars' derivatives) and one wait. The timed calls reuse the shadows as the
     first call left them: what the kernels do does not depend on the adjoints' values.
-    The ratio column kk/primal is reverse / primal."""
+    Each call wraps the arguments in new activities around new scalar objects
+    (`renewed_activities`), as a user's training loop does, and each primal launch
+    passes new scalars (`renewed`). The ratio column kk/primal is reverse / primal."""
     from enzyme_ext import Reverse, autodiff
 
     primal_state = {}
@@ -914,7 +932,7 @@ def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1,
 
         def run() -> None:
             for _ in range(calls):
-                autodiff(Reverse, launch, *activities, ndrange=ndrange)
+                autodiff(Reverse, launch, *renewed_activities(activities), ndrange=ndrange)
             kk.synchronize(ctx.backend)
 
         return measure(run, ctx.sizes, calls), correct
@@ -924,7 +942,7 @@ def _reverse_case(ctx: Context, size: str, launch, setup, check, calls: int = 1,
 
         def run() -> None:
             for _ in range(calls):
-                launch(*arguments, ndrange=ndrange)
+                launch(*renewed(arguments), ndrange=ndrange)
             kk.synchronize(ctx.backend)
 
         return {"primal": measure(run, ctx.sizes, calls)}

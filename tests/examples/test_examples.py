@@ -334,3 +334,23 @@ def test_an_own_process_peer_is_prepared_checked_and_timed_in_another_process(
         assert peer.timed(token, run_once_where, "sizes") == ("sizes", child)
     finally:
         benchmark_suite.close_peers([peer])
+
+
+def test_the_reverse_cases_pass_new_activities_and_scalars_each_call(benchmark_suite):
+    """A training loop wraps its arguments anew each step, around a coefficient it may
+    have just computed: a path that knew an activity or a scalar by its object would be
+    faster in the benchmark than users find it."""
+    import numpy as np
+
+    from enzyme_ext import Active, Const, Duplicated, DuplicatedNoNeed
+    x, dx = np.ones(4, np.float32), np.zeros(4, np.float32)
+    alpha, step = np.float32(0.2), 0.5
+    given = (Duplicated(x, dx), DuplicatedNoNeed(x, dx), Active(alpha), Const(step), 3)
+    fresh = benchmark_suite.renewed_activities(given)
+    assert [type(a) for a in fresh] == [type(a) for a in given]
+    assert all(new is not old for new, old in zip(fresh[:4], given))
+    assert fresh[0].value is x and fresh[0].shadow is dx and fresh[1].shadow is dx
+    assert fresh[2].value == alpha and fresh[2].value is not alpha
+    assert type(fresh[2].value) is np.float32
+    assert fresh[3].value == step and fresh[3].value is not step
+    assert fresh[4] == 3
