@@ -20,6 +20,7 @@ from llvmlite import ir
 from kernelkit.compiler.target import Target
 from kernelkit.errors import BackendError
 
+from .fp_environment import GROUPS_SUFFIX, in_default_environment
 from .group import GroupFunctionBuilder
 from .object_symbols import undefined_symbols
 from .races import ACCESS_FUNCTION as RACE_ACCESS
@@ -88,8 +89,9 @@ class CPUTarget(Target):
         return self.target_triple or llvm.get_process_triple()
 
     def emit_kernel(self, module: ir.Module, ir_module, job) -> dict:
-        builder = GroupFunctionBuilder(module, ir_module, job, entry_symbol(job))
-        builder.build()
+        symbol = entry_symbol(job)
+        builder = GroupFunctionBuilder(module, ir_module, job, symbol + GROUPS_SUFFIX)
+        in_default_environment(module, builder.build(), symbol, self.triple())
         facts = {"locations": builder.locations}
         if builder.races is not None:
             facts["race_sites"] = builder.races.sites

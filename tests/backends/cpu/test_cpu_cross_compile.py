@@ -49,6 +49,8 @@ def test_a_kernel_compiles_to_aarch64_object_code():
     entry, llvm_module = generate(job, module, print_module(module))
     assert elf_machine(entry.artifact) == ELF_MACHINE_AARCH64
     assert f"target triple = \"{AARCH64}\"" in entry.llvm_ir
+    # The kernel sets FPCR's default around its groups (`fp_environment.py`).
+    assert "@llvm.aarch64.set.fpcr" in entry.llvm_ir
 
 
 def test_the_runtimes_native_code_compiles_for_aarch64_and_reads_no_cycle_counter():
