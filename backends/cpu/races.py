@@ -39,7 +39,7 @@ without the passes that add barriers of the compiler's own (`loop-barriers`,
 `masked-loops`: they would order what the kernel does not), so every barrier the
 detector counts is one the kernel has; and the work-item loops are not vectorized (each
 access is recorded before it happens). The kernels build at optimization level 0
-(`CPUTarget.level`): the detector's calls take the time, and LLVM's pipeline took seconds
+(`target.build_level`): the detector's calls take the time, and LLVM's pipeline took seconds
 over a kernel of a few hundred recorded accesses."""
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from .fp_environment import GROUPS_SUFFIX, in_default_environment
 from .group import GroupFunctionBuilder
 from .object_symbols import undefined_symbols
 from .races import ACCESS_FUNCTION as RACE_ACCESS
+from .races import detects_races
 from .races import provide_access_function as provide_race_access
 from .runtime_library import PROVIDED as RUNTIME_LIBRARY
 from .runtime_library import runtime_library
@@ -97,22 +98,13 @@ class CPUTarget(Target):
             facts["race_sites"] = builder.races.sites
         return facts
 
-    def level(self, job) -> int:
-        """The optimization level `job` builds at: its own, but 0 where kernels record
-        their accesses for the race detector. A recorded access calls the detector (a few
-        microseconds), which optimized code cannot shorten, while LLVM's pipeline spent
-        most of a build on the instrumented function (each access a call and a bounds
-        check that leaves the function): a fuzzed kernel with 400 of them built in 7.1 s
-        at level 3, 0.8 s at level 0, and ran a launch in the same time at both."""
-        return 0 if self.races else job.config.opt_level
-
     def optimize(self, llvm_module, job) -> None:
-        level = self.level(job)
+        level = build_level(self, job)
         builder = llvm.create_pass_builder(self.machine(level), self.pipeline_options(level))
         builder.getModulePassManager().run(llvm_module, builder)
 
     def assembly(self, llvm_module, job) -> str:
-        return self.machine(self.level(job)).emit_assembly(llvm_module)
+        return self.machine(build_level(self, job)).emit_assembly(llvm_module)
 
     def pipeline_options(self, opt_level: int) -> llvm.PipelineTuningOptions:
         """A group's work-items are a loop: vectorize it, and straight-line code too."""
@@ -123,10 +115,21 @@ class CPUTarget(Target):
         return options
 
     def emit(self, llvm_module, job) -> bytes:
-        return self.machine(self.level(job)).emit_object(llvm_module)
+        return self.machine(build_level(self, job)).emit_object(llvm_module)
 
     def load(self, artifact: bytes, job) -> int:
         return _loader.load(artifact, entry_symbol(job), job.source.qualname)
+
+
+def build_level(target, job) -> int:
+    """The optimization level `job` builds at on `target` (a CPUTarget, or a target of
+    its own that borrows the CPU's hooks): the job's own, but 0 where kernels record
+    their accesses for the race detector (`detects_races`). A recorded access calls the
+    detector (a few microseconds), which optimized code cannot shorten, while LLVM's
+    pipeline spent most of a build on the instrumented function (each access a call and
+    a bounds check that leaves the function): a fuzzed kernel with 400 of them built in
+    7.1 s at level 3, 0.8 s at level 0, and ran a launch in the same time at both."""
+    return 0 if detects_races(target) else job.config.opt_level
 
 
 def entry_symbol(job) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
+from backends.cpu.target import build_level
 from kernelkit.errors import BackendError, RaceError
 from tests.examples.test_examples import EXAMPLES, RUNS, load_module
 from tests.source_lines import assert_points_at, line_starting_with
@@ -495,7 +496,7 @@ def test_race_detection_changes_the_job_and_only_race_mode_code_records_accesses
     assert not re.search(r"<\d+ x float>", saxpy_code[races])
     # Race mode builds at level 0 (the detector's calls take the time); the others at
     # their job's level.
-    assert [backend.target().level(job) for backend, job in
+    assert [build_level(backend.target(), job) for backend, job in
             zip((normal, bounds, races), jobs)] == [3, 3, 0]
 
 
