@@ -36,7 +36,7 @@ import numpy as np
 import kernelkit as kk
 
 from ._reduction_kernels import (PassKernels, ceil_div, column_segment, launch_pass, load,
-                                 reduction_kernels, size, split, store)
+                                 reduction_kernels_for, size, split, store)
 from ._reduction_layout import GROUP, Layout
 from ._reduction_operators import same
 
@@ -193,8 +193,9 @@ def scan_layout(layout: Layout, f: Callable, op: Callable, accumulator: np.dtype
         carries = backend.allocate(accumulator, (1,))
     else:
         totals = backend.allocate(accumulator, (runs * segments,))
-        launch_pass(reduction_kernels(f, op, accumulator), rows, backend, (totals,),
-                    (layout.flat,), layout.length, layout.inner, runs, segments, init, False)
+        launch_pass(reduction_kernels_for(backend, f, op, accumulator), rows, backend,
+                    (totals,), (layout.flat,), layout.length, layout.inner, runs, segments,
+                    init, False)
         carries = backend.allocate(accumulator, (runs * segments,))
         scan_layout(Layout(backend, totals, accumulator, layout.outer, segments, layout.inner,
                            (layout.outer, segments, layout.inner), 1),

@@ -343,3 +343,37 @@ def test_the_gradient_through_sums_along_axes_of_a_3d_array(backend):
 
     dx = gradient(loss)(on(backend, x))
     np.testing.assert_allclose(host(dx), np.broadcast_to(weights[:, None, None], x.shape))
+
+
+def test_the_cpu_keeps_a_chunk_a_loop_and_sums_in_the_same_order(monkeypatch):
+    """On a GPU a work-item's chunk of CHUNK loads is unrolled (its loads in flight at
+    once); on the CPU, whose work-items are a vector loop, an unrolled chunk made each
+    vector read CHUNK rows a kilobyte apart, so the chunk stays a loop there
+    (`chunk_length`). Both combine the elements in the same order: the same bits."""
+    import re
+
+    from kernelkit.algorithms import _reduction_kernels as kernels
+    from kernelkit.algorithms._reduction_operators import ADD, same
+    backend = kk.CPU()
+    assert kernels.chunk_length(backend) is kernels._chunk_known_at_launch
+    from kernelkit.backend import backend_class
+    assert kernels.chunk_length(backend_class("cuda").compile_only("sm_90")) \
+        is kernels._chunk_constant
+    x = on(backend, np.random.default_rng(3).standard_normal(300_007).astype(np.float32))
+    looped = host(ka.sum(x))
+    monkeypatch.setattr(kernels, "chunk_length", lambda _: kernels._chunk_constant)
+    unrolled = host(ka.sum(x))
+    assert looped.tobytes() == unrolled.tobytes()
+
+    def widest_vector_body(chunk) -> int:
+        """The most vector loads of float32 in one vector loop body of the rows kernel."""
+        rows = kernels.reduction_kernels(same, ADD.function, np.dtype(np.float32),
+                                         chunk).rows
+        values, out = np.zeros(1 << 20, np.float32), np.zeros(16, np.float32)
+        llvm_ir = kk.code_llvm(rows, backend, out, values, values.size, 16,
+                               np.float32(0), False, ndrange=16 * 256, workgroupsize=256)
+        bodies = re.findall(r"^vector\.body\d*:.*?(?=^\S+:)", llvm_ir, re.S | re.M)
+        return max(len(re.findall(r"load <\d+ x float>", body)) for body in bodies)
+
+    assert widest_vector_body(kernels._chunk_constant) >= kernels.CHUNK
+    assert widest_vector_body(kernels._chunk_known_at_launch) < kernels.CHUNK
