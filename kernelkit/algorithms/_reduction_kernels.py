@@ -155,10 +155,11 @@ def reduction_kernels(f: Callable, op: Callable, accumulator: np.dtype,
     def combine_strided(value, x, first, stride, begin, end):
         """`value` combined with the elements first + k * stride of x, for k in
         [begin, end), in chunks of CHUNK: each chunk is combined on its own, then into
-        `value`. A chunk's loads are a constant number, which the compiler unrolls: on a
-        GPU they are all in flight at once, where a loop's would wait for each other. The
-        last, partial chunk is guarded element by element, the whole ones are not (on the
-        CPU, a guarded load is a masked one)."""
+        `value`. On a GPU a whole chunk's loads are a constant number, which the compiler
+        unrolls: they are all in flight at once, where a loop's would wait for each other;
+        on the CPU the chunk stays a loop (`chunk_length`). The last, partial chunk is
+        guarded element by element, the whole ones are not (on the CPU, a guarded load is
+        a masked one)."""
         whole = size(end - begin) // CHUNK
         length = chunk(end)
         for trip in range(whole):
