@@ -8,8 +8,10 @@ from __future__ import annotations
 import functools
 
 from llvmlite import binding as llvm
+from llvmlite import ir
 
-from kernelkit.compiler.math_lowering import call_intrinsic, call_math_function, lower_math
+from kernelkit.compiler.math_lowering import (call_intrinsic, call_math_function, lower_math,
+                                              lower_sincos)
 from kernelkit.errors import BackendError
 from kernelkit.ir import types as T
 from kernelkit.ir.math_functions import MATH_FUNCTIONS
@@ -27,6 +29,41 @@ def _libdevice_math(builder, name: str, args, type: T.ScalarType):
         return call_intrinsic(builder, f"llvm.{name}", args)
     symbol = PREFIX + function.c_name + ("f" if type.bits == 32 else "")
     return call_math_function(builder, symbol, args)
+
+
+def device_sincos(builder, x, type: T.ScalarType):
+    """`{sin(x), cos(x)}` by libdevice's sincos, which reduces the argument once for both
+    (as nvcc fuses a `sinf` and a `cosf` of one value)."""
+    return lower_sincos(builder, x, type, _libdevice_sincos)
+
+
+def _libdevice_sincos(builder, x):
+    """A call of `kk_sincos[f](x)`, a function of ours returning both results that has no
+    side effects, so that LLVM merges two calls of one argument (the sine's and the
+    cosine's) before it inlines them; it calls libdevice's, which stores them."""
+    module = builder.module
+    scalar = x.type
+    symbol = PREFIX + ("sincosf" if isinstance(scalar, ir.FloatType) else "sincos")
+    name = "kk_" + symbol[len(PREFIX):]
+    function = module.globals.get(name)
+    if function is None:
+        library = module.globals.get(symbol) or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), [scalar, ir.PointerType(), ir.PointerType()]),
+            symbol)
+        both = ir.LiteralStructType([scalar, scalar])
+        function = ir.Function(module, ir.FunctionType(both, [scalar]), name)
+        function.linkage = "internal"
+        function.attributes.add("nounwind")
+        for attribute in ("willreturn", "memory(none)"):
+            set.add(function.attributes, attribute)    # attributes llvmlite does not list
+        body = ir.IRBuilder(function.append_basic_block("entry"))
+        results = [body.alloca(scalar) for _ in range(2)]
+        body.call(library, [function.args[0], *results])
+        value = ir.Constant(both, ir.Undefined)
+        for index, result in enumerate(results):
+            value = body.insert_value(value, body.load(result), index)
+        body.ret(value)
+    return builder.call(function, [x])
 
 
 @functools.lru_cache(maxsize=1)

@@ -41,7 +41,7 @@ from kernelkit.compiler.lowering import BodyLowering
 from kernelkit.compiler.printf import printf_arguments
 from kernelkit.ir.definitions import GROUP_ID, LOCAL_ID, LOCALMEM, Trait
 
-from .libdevice import device_math
+from .libdevice import device_math, device_sincos
 from .warps import WarpMembers, lower_subgroup
 
 SHARED = 3
@@ -336,3 +336,6 @@ class ThreadFunctionBuilder(EntryPointBuilder):
 
     def math(self, builder, name, args, type):
         return device_math(builder, name, args, type)
+
+    def sincos(self, builder, x, type):
+        return device_sincos(builder, x, type)

@@ -21,7 +21,7 @@ from ..runtime.bounds import ASSERTION_AXIS
 from .arithmetic import binary, compare, convert
 from .environment import KernelEnvironment
 from .llvm_types import ArrayValue, i1, i8, i64, llvm_type, memory_type
-from .math_lowering import call_intrinsic
+from .math_lowering import SINCOS, call_intrinsic, shared_sincos_arguments
 
 
 def assume(builder: ir.IRBuilder, condition: ir.Value) -> ir.Instruction:
@@ -63,6 +63,7 @@ class BodyLowering:
         # Values known beforehand for every work-item being lowered (op -> LLVM value): a
         # target that knows them (a CPU's row split) has them used, not lowered again.
         self.known: dict = {}
+        self._sincos_arguments: frozenset | None = None   # `sincos_arguments`
         for index, param in enumerate(function.params):
             self.values.setdefault(param, env.argument(index, param))
 
@@ -233,8 +234,18 @@ class BodyLowering:
         return builder.bitcast(self.use(builder, op.operands[0]), llvm_type(op.type))
 
     def op_math(self, builder, op: Op):
-        return self.env.math(builder, op.definition.member.name, self.operands(builder, op),
-                             op.operands[0].type)
+        name = op.definition.member.name
+        if name in SINCOS and op.operands[0] in self.sincos_arguments():
+            both = self.env.sincos(builder, self.use(builder, op.operands[0]),
+                                   op.operands[0].type)
+            if both is not None:
+                return builder.extract_value(both, SINCOS.index(name))
+        return self.env.math(builder, name, self.operands(builder, op), op.operands[0].type)
+
+    def sincos_arguments(self) -> frozenset:
+        if self._sincos_arguments is None:
+            self._sincos_arguments = shared_sincos_arguments(self.function)
+        return self._sincos_arguments
 
     def op_print(self, builder, op: Op):
         values = [(self.use(builder, v), v.type) for v in op.operands]

@@ -1,13 +1,55 @@
 """Kernel math in LLVM: what every target lowers alike (`lower_math`: float16 through
-float32, isnan/isinf/isfinite, fmin/fmax), and declaring and calling LLVM intrinsics
-(`call_intrinsic`) and library functions (`call_math_function`). Which library a target
-calls for the rest (the C library, libdevice) is the target's."""
+float32, isnan/isinf/isfinite, fmin/fmax), which sines and cosines are computed together
+(`shared_sincos_arguments`), and declaring and calling LLVM intrinsics (`call_intrinsic`)
+and library functions (`call_math_function`). Which library a target calls for the rest
+(the C library, libdevice) is the target's."""
 from __future__ import annotations
 
 from llvmlite import ir
 
+from ..analysis.dominance import block_dominators, dominates
 from ..ir import types as T
+from ..ir.definitions import Trait
+from ..ir.function import Function
 from .llvm_types import i1, llvm_type
+
+SINCOS = ("sin", "cos")
+"""The functions a `sincos` computes, in the order of its result's fields."""
+
+
+def shared_sincos_arguments(function: Function) -> frozenset:
+    """The values `function` takes both the sine and the cosine of, where one of the two
+    dominates the other: each such pair is lowered as one `sincos` (the environment's),
+    whose argument reduction, the costly part of both, is made once. The derivative of
+    `sin(x) * x` is one: it reads sin(x) and cos(x). A pair on two sides of a branch is
+    left to two functions, so that no side computes what it does not use."""
+    blocks: dict = {}                    # argument -> {"sin": [block], "cos": [block]}
+    for block in function.reachable_blocks():
+        for op in block.ops:
+            if op.has(Trait.MATH) and op.definition.member.name in SINCOS:
+                sides = blocks.setdefault(op.operands[0], {name: [] for name in SINCOS})
+                sides[op.definition.member.name].append(block)
+    paired = {x: sides for x, sides in blocks.items() if all(sides.values())}
+    if not paired:
+        return frozenset()
+    idom = block_dominators(function)
+    return frozenset(x for x, sides in paired.items()
+                     if any(dominates(idom, a, b) or dominates(idom, b, a)
+                            for a in sides["sin"] for b in sides["cos"]))
+
+
+def lower_sincos(builder: ir.IRBuilder, x: ir.Value, type: T.ScalarType, library) -> ir.Value:
+    """`{sin(x), cos(x)}`: float16 through float32; `library(builder, x)` computes the
+    float32 and float64 ones."""
+    if type.bits != 16:
+        return library(builder, x)
+    both = library(builder, builder.fpext(x, ir.FloatType()))
+    half = llvm_type(type)
+    result = ir.Constant(ir.LiteralStructType([half, half]), ir.Undefined)
+    for index in range(len(SINCOS)):
+        result = builder.insert_value(
+            result, narrow_float(builder, builder.extract_value(both, index), half), index)
+    return result
 
 
 def lower_math(builder: ir.IRBuilder, name: str, args: list, type: T.ScalarType, library):
