@@ -18,7 +18,9 @@ MATMUL_GROUP = (TILE, TILE)
 LAUNCH_GROUP = 1
 SIN_GROUP = 256
 SIN_SIZE = 1_000_000      # elements of the sin(x) * x cases on the CPU, quick or full
-MATMUL_REVERSE_MAX = 256  # largest matmul edge differentiated: its tape grows as edge**3
+# The matmul edge differentiated (at most the primal's), on each backend: where the target
+# of its reverse (at most 4x its primal) is stated.
+MATMUL_REVERSE_EDGE = {"cpu": 512, "cuda": 1024}
 
 
 @kk.kernel
