@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-i32 = ir.IntType(32)
-i64 = ir.IntType(64)
+from kernelkit.compiler.llvm_types import declared, i32, i64
 
 MXCSR_DEFAULT = 0x1F80
 """x86's MXCSR at process start: every exception masked, round to nearest, and
@@ -69,8 +68,8 @@ def _set_default(builder: ir.IRBuilder, module: ir.Module, arch: str):
     restore."""
     if arch == "x86_64":
         ptr = ir.PointerType(ir.IntType(8))
-        store_word = _intrinsic(module, "llvm.x86.sse.stmxcsr", ir.VoidType(), [ptr])
-        load_word = _intrinsic(module, "llvm.x86.sse.ldmxcsr", ir.VoidType(), [ptr])
+        store_word = declared(module, "llvm.x86.sse.stmxcsr", ir.VoidType(), [ptr])
+        load_word = declared(module, "llvm.x86.sse.ldmxcsr", ir.VoidType(), [ptr])
         saved = builder.alloca(i32, name="saved_mxcsr")
         default = builder.alloca(i32, name="default_mxcsr")
         builder.call(store_word, [builder.bitcast(saved, ptr)])
@@ -78,16 +77,10 @@ def _set_default(builder: ir.IRBuilder, module: ir.Module, arch: str):
         builder.call(load_word, [builder.bitcast(default, ptr)])
         return lambda after: after.call(load_word, [after.bitcast(saved, ptr)])
     if arch == "aarch64":
-        get_word = _intrinsic(module, "llvm.aarch64.get.fpcr", i64, [])
-        set_word = _intrinsic(module, "llvm.aarch64.set.fpcr", ir.VoidType(), [i64])
+        get_word = declared(module, "llvm.aarch64.get.fpcr", i64, [])
+        set_word = declared(module, "llvm.aarch64.set.fpcr", ir.VoidType(), [i64])
         saved = builder.call(get_word, [])
         builder.call(set_word, [ir.Constant(i64, FPCR_DEFAULT)])
         return lambda after: after.call(set_word, [saved])
     return lambda after: None
 
-
-def _intrinsic(module: ir.Module, name: str, result: ir.Type, params: list) -> ir.Function:
-    existing = module.globals.get(name)
-    if existing is not None:
-        return existing
-    return ir.Function(module, ir.FunctionType(result, params), name)

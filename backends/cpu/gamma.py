@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from kernelkit.compiler.llvm_types import declared
 from kernelkit.compiler.math_lowering import call_intrinsic
 
 from .vector_math import vector_lanes, vector_symbol, vectorizable_function
@@ -265,8 +266,7 @@ class _Lanes:
         vector_name, width = vector_symbol(self.library, symbol, len(args), 64)
         module = self.builder.module
         piece_type = ir.VectorType(ir.DoubleType(), width)
-        function = module.globals.get(vector_name) or ir.Function(
-            module, ir.FunctionType(piece_type, [piece_type] * len(args)), vector_name)
+        function = declared(module, vector_name, piece_type, [piece_type] * len(args))
         if width == self.lanes:
             return self.builder.call(function, list(args))
         pieces = [self.builder.call(function, [self._lanes(a, start, width) for a in args])

@@ -28,7 +28,8 @@ from llvmlite import ir
 from kernelkit.analysis.loops import counted_loop, natural_loops
 from kernelkit.analysis.regions import ends_with_barrier, region_order
 from kernelkit.compiler.launch_record import EntryPointBuilder, LaunchRecord
-from kernelkit.compiler.llvm_types import ArrayValue, i1, i8, i32, i64, llvm_type, memory_type, ptr
+from kernelkit.compiler.llvm_types import (ArrayValue, declared, i1, i8, i32, i64, llvm_type,
+                                           memory_type, ptr)
 from kernelkit.compiler.lowering import BodyLowering, assume
 from kernelkit.compiler.printf import printf_arguments
 from kernelkit.ir.definitions import (ADD, ARITHMETIC, ASSUME, BARRIER_ANY, BR, CBR, COMPARISONS,
@@ -922,9 +923,7 @@ class GroupFunctionBuilder(EntryPointBuilder):
 
     def print(self, builder, format, values):
         text, args = printf_arguments(builder, format, values, self.string)
-        printf = self.module.globals.get("printf")
-        if printf is None:
-            printf = ir.Function(self.module, ir.FunctionType(i32, [ptr], var_arg=True), "printf")
+        printf = declared(self.module, "printf", i32, [ptr], var_arg=True)
         builder.call(printf, [self.string(text), *args])
 
     def math(self, builder, name, args, type):

@@ -55,7 +55,7 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from kernelkit.compiler.llvm_types import i64
+from kernelkit.compiler.llvm_types import declared, i64
 from kernelkit.errors import RaceError
 from kernelkit.ir import types as T
 from kernelkit.ir.definitions import LOAD, LOCALMEM, STORE, Trait
@@ -185,11 +185,8 @@ class RaceInstrumentation:
         return builder.gep(self.error_record, [ir.Constant(i64, number)], source_etype=i64)
 
     def access_function(self) -> ir.Function:
-        function = self.module.globals.get(ACCESS_FUNCTION)
-        if function is None:
-            function = ir.Function(self.module, ir.FunctionType(i64, [i64] * 6),
-                                   ACCESS_FUNCTION)
-            function.attributes.add("nounwind")
+        function = declared(self.module, ACCESS_FUNCTION, i64, [i64] * 6)
+        function.attributes.add("nounwind")
         return function
 
 

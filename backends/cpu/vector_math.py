@@ -28,6 +28,7 @@ import platform
 from llvmlite import binding as llvm
 from llvmlite import ir
 
+from kernelkit.compiler.llvm_types import declared
 from kernelkit.compiler.math_lowering import call_intrinsic, call_math_function
 
 LIBMVEC_AVX2 = "libmvec-avx2"
@@ -104,8 +105,7 @@ def vectorizable_function(module: ir.Module, name: str, vector_name: str, lanes:
     vectorizer has seen its calls). Both are listed as used (`_keep`), and a
     `vector_name` of ours, defined in the module, is kept out of line too."""
     vector = ir.VectorType(scalar, lanes)
-    vector_function = module.globals.get(vector_name) or \
-        ir.Function(module, ir.FunctionType(vector, [vector] * arity), vector_name)
+    vector_function = declared(module, vector_name, vector, [vector] * arity)
     if not vector_function.is_declaration:
         vector_function.attributes.add("noinline")
         _keep(module, vector_function)

@@ -10,6 +10,7 @@ import functools
 from llvmlite import binding as llvm
 from llvmlite import ir
 
+from kernelkit.compiler.llvm_types import declared, ptr
 from kernelkit.compiler.math_lowering import (call_intrinsic, call_math_function, lower_math,
                                               lower_sincos)
 from kernelkit.errors import BackendError
@@ -47,9 +48,7 @@ def _libdevice_sincos(builder, x):
     name = "kk_" + symbol[len(PREFIX):]
     function = module.globals.get(name)
     if function is None:
-        library = module.globals.get(symbol) or ir.Function(
-            module, ir.FunctionType(ir.VoidType(), [scalar, ir.PointerType(), ir.PointerType()]),
-            symbol)
+        library = declared(module, symbol, ir.VoidType(), [scalar, ptr, ptr])
         both = ir.LiteralStructType([scalar, scalar])
         function = ir.Function(module, ir.FunctionType(both, [scalar]), name)
         function.linkage = "internal"

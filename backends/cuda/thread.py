@@ -36,7 +36,7 @@ from llvmlite import ir
 
 from kernelkit.analysis.loops import natural_loops
 from kernelkit.compiler.launch_record import EntryPointBuilder, LaunchRecord
-from kernelkit.compiler.llvm_types import ArrayValue, i8, i32, i64, memory_type, ptr
+from kernelkit.compiler.llvm_types import ArrayValue, declared, i8, i32, i64, memory_type, ptr
 from kernelkit.compiler.lowering import BodyLowering
 from kernelkit.compiler.printf import printf_arguments
 from kernelkit.ir.definitions import GROUP_ID, LOCAL_ID, LOCALMEM, Trait
@@ -233,9 +233,7 @@ class ThreadFunctionBuilder(EntryPointBuilder):
 
     def special_register(self, builder, name: str, axis: str) -> ir.Value:
         register = f"llvm.nvvm.read.ptx.sreg.{name}.{axis}"
-        function = self.module.globals.get(register) or \
-            ir.Function(self.module, ir.FunctionType(i32, []), register)
-        return builder.zext(builder.call(function, []), i64)
+        return builder.zext(builder.call(declared(self.module, register, i32, []), []), i64)
 
     def allocate_storage(self, builder) -> None:
         """Local memory: a shared-memory array per `kk.localmem`; private arrays: a
@@ -295,15 +293,12 @@ class ThreadFunctionBuilder(EntryPointBuilder):
 
     def barrier(self, builder, after):
         name = "llvm.nvvm.barrier.cta.sync.aligned.all"
-        function = self.module.globals.get(name) or \
-            ir.Function(self.module, ir.FunctionType(ir.VoidType(), [i32]), name)
-        builder.call(function, [ir.Constant(i32, 0)])
+        builder.call(declared(self.module, name, ir.VoidType(), [i32]), [ir.Constant(i32, 0)])
         builder.branch(after)
 
     def barrier_any(self, builder, op, condition):
         name = "llvm.nvvm.barrier.cta.red.or.aligned.all"
-        function = self.module.globals.get(name) or \
-            ir.Function(self.module, ir.FunctionType(ir.IntType(1), [i32, ir.IntType(1)]), name)
+        function = declared(self.module, name, ir.IntType(1), [i32, ir.IntType(1)])
         return builder.call(function, [ir.Constant(i32, 0), condition])
 
     def subgroup(self, builder, op, operands):
@@ -316,8 +311,7 @@ class ThreadFunctionBuilder(EntryPointBuilder):
     def print(self, builder, format, values):
         """CUDA's `vprintf(format, buffer)`: the arguments packed in a local buffer."""
         text, args = printf_arguments(builder, format, values, self.string)
-        vprintf = self.module.globals.get("vprintf") or \
-            ir.Function(self.module, ir.FunctionType(i32, [ptr, ptr]), "vprintf")
+        vprintf = declared(self.module, "vprintf", i32, [ptr, ptr])
         if args:
             packed = ir.LiteralStructType([a.type for a in args])
             # In the entry block: a fixed stack slot, also where the body is inlined

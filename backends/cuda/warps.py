@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from kernelkit.compiler.arithmetic import binary
-from kernelkit.compiler.llvm_types import i1, i32, i64, llvm_type
+from kernelkit.compiler.llvm_types import declared, i1, i32, i64, llvm_type
 from kernelkit.ir import types as T
 from kernelkit.ir.definitions import ARITHMETIC
 from kernelkit.ir.subgroups import COMBINE, SUBGROUP_SIZE, VOTES, identity, propagates_nan
@@ -33,10 +33,7 @@ _LAST_LANE = ir.Constant(i32, SUBGROUP_SIZE - 1)
 
 
 def _intrinsic(builder: ir.IRBuilder, name: str, result: ir.Type, args: list[ir.Value]):
-    module = builder.module
-    function = module.globals.get(name) or \
-        ir.Function(module, ir.FunctionType(result, [a.type for a in args]), name)
-    return builder.call(function, args)
+    return builder.call(declared(builder.module, name, result, [a.type for a in args]), args)
 
 
 @dataclass

@@ -14,6 +14,16 @@ i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 ptr = ir.PointerType()
 
 
+def declared(module: ir.Module, name: str, result: ir.Type, params: list[ir.Type],
+             var_arg: bool = False) -> ir.Function:
+    """The function `name` of `module` (an intrinsic, a library function, one of ours),
+    declared as `result(params...)` where the module does not have it yet."""
+    function = module.globals.get(name)
+    if function is None:
+        function = ir.Function(module, ir.FunctionType(result, params, var_arg=var_arg), name)
+    return function
+
+
 def llvm_type(type: T.IRType) -> ir.Type:
     """The type of a value in a register."""
     if isinstance(type, T.ScalarType):

@@ -20,18 +20,15 @@ from ..ir.ops import BlockParam, Op, Value, is_op
 from ..runtime.bounds import ASSERTION_AXIS
 from .arithmetic import binary, compare, convert
 from .environment import KernelEnvironment
-from .llvm_types import ArrayValue, i1, i8, i64, llvm_type, memory_type
+from .llvm_types import ArrayValue, declared, i1, i8, i64, llvm_type, memory_type
 from .math_lowering import SINCOS, call_intrinsic, shared_sincos_arguments
 
 
 def assume(builder: ir.IRBuilder, condition: ir.Value) -> ir.Instruction:
     """Tell LLVM that `condition` holds at the builder's position: a fact it may use
     (where `j > 0` holds, `j - 1` needs no wrapping from the end)."""
-    module = builder.module
-    declared = module.globals.get("llvm.assume")
-    if declared is None:
-        declared = ir.Function(module, ir.FunctionType(ir.VoidType(), [i1]), "llvm.assume")
-    return builder.call(declared, [condition])
+    return builder.call(declared(builder.module, "llvm.assume", ir.VoidType(), [i1]),
+                        [condition])
 
 
 class BodyLowering:

@@ -11,7 +11,7 @@ from ..analysis.dominance import block_dominators, dominates
 from ..ir import types as T
 from ..ir.definitions import Trait
 from ..ir.function import Function
-from .llvm_types import i1, llvm_type
+from .llvm_types import declared, i1, llvm_type
 
 SINCOS = ("sin", "cos")
 """The functions a `sincos` computes, in the order of its result's fields."""
@@ -114,11 +114,8 @@ def narrow_float(builder: ir.IRBuilder, value: ir.Value, to: ir.Type) -> ir.Valu
 
 def call_math_function(builder: ir.IRBuilder, symbol: str, args: list) -> ir.Value:
     """Call `symbol(args...)`, declaring it (all arguments and the result of one type)."""
-    function = builder.module.globals.get(symbol)
-    if function is None:
-        type = args[0].type
-        function = ir.Function(builder.module, ir.FunctionType(type, [type] * len(args)), symbol)
-    return builder.call(function, args)
+    type = args[0].type
+    return builder.call(declared(builder.module, symbol, type, [type] * len(args)), args)
 
 
 def call_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
@@ -129,11 +126,7 @@ def call_intrinsic(builder: ir.IRBuilder, name: str, args: list[ir.Value],
     types = [a.type for a in args]
     suffix_types = ([return_type] if return_type is not None else []) + [types[0]]
     full_name = name + "".join("." + _mangle(t) for t in suffix_types)
-    function = module.globals.get(full_name)
-    if function is None:
-        function_type = ir.FunctionType(return_type or types[0], types)
-        function = ir.Function(module, function_type, full_name)
-    return builder.call(function, args)
+    return builder.call(declared(module, full_name, return_type or types[0], types), args)
 
 
 def _mangle(type: ir.Type) -> str:
