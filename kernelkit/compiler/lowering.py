@@ -350,17 +350,23 @@ class BodyLowering:
         """On a kernel whose array parameters share no memory where one is written
         (`Function.disjoint_arrays`), an access to one is in that parameter's alias scope
         and in no other's, so that LLVM may reorder and merge the accesses to different
-        arrays (a derivative kernel's stores of one shadow and loads of another).
-        Accesses to other arrays (local, private) have no scope, as before."""
+        arrays (a derivative kernel's stores of one shadow and loads of another). An
+        access to the group's own memory (local and private arrays, which no parameter
+        can reach) is in a scope of its own, apart from every parameter's: a derivative
+        kernel's updates of a local adjoint, at one address for a whole row of
+        work-items, then need no run-time check against the loads of the parameters,
+        and the row's loop is vectorized (the tiled matmul's reverse, where LLVM gives up
+        on the checks of three or more such updates)."""
         if not self.function.disjoint_arrays:
             return instruction
         if self.scopes is None:
             self.scopes = _array_scopes(self.module, self.llvm_function.name, self.function)
         scopes = self.scopes
-        scope = scopes.get(array)
+        key = array if array.type.space == "global" else GROUP_MEMORY
+        scope = scopes.get(key)
         if scope is not None:
             instruction.set_metadata("alias.scope", self.module.add_metadata([scope]))
-            others = [other for value, other in scopes.items() if value is not array]
+            others = [other for value, other in scopes.items() if value is not key]
             if others:
                 instruction.set_metadata("noalias", self.module.add_metadata(others))
         return instruction
@@ -394,7 +400,8 @@ class BodyLowering:
         dtype = array_type.dtype
         name = op.definition.member
         if array_type.space == "local" and self.env.work_items_in_sequence:
-            return self.local_read_modify_write(builder, name, dtype, address, value)
+            return self.local_read_modify_write(builder, name, dtype, address, value,
+                                                op.operands[0])
         if dtype.is_float:
             llvm_op = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax",
                        "exchange": "xchg"}[name]
@@ -405,16 +412,19 @@ class BodyLowering:
         return self.alias_scopes(builder.atomic_rmw(llvm_op, address, value, "monotonic"),
                                  op.operands[0])
 
-    def local_read_modify_write(self, builder, name: str, dtype, address, value):
+    def local_read_modify_write(self, builder, name: str, dtype, address, value, array):
         """An atomic on local memory where a group's work-items run in sequence: the old
         value, and the new one stored (min and max as LLVM's atomics: minnum, maxnum)."""
-        old = builder.load(address, typ=value.type)
+        old = self.alias_scopes(builder.load(address, typ=value.type), array)
         if name == "exchange":
             new = value
         elif dtype.is_float and name in ("min", "max"):
             new = call_intrinsic(builder, f"llvm.{name}num", [old, value])
         elif dtype.is_float:
-            new = (builder.fadd if name == "add" else builder.fsub)(old, value)
+            # The work-items' atomic updates of one element come in no set order: LLVM may
+            # add them up in another (a vector loop's partial sums), as a GPU may.
+            new = (builder.fadd if name == "add" else builder.fsub)(old, value,
+                                                                     flags=("reassoc",))
         elif name in ("min", "max"):
             signed, smaller = dtype.is_signed, name == "min"
             less = (builder.icmp_signed if signed else builder.icmp_unsigned)("<", old, value)
@@ -423,7 +433,7 @@ class BodyLowering:
         else:
             new = {"add": builder.add, "sub": builder.sub, "and": builder.and_,
                    "or": builder.or_, "xor": builder.xor}[name](old, value)
-        builder.store(new, address)
+        self.alias_scopes(builder.store(new, address), array)
         return old
 
     def op_atomic_cas(self, builder, op: Op):
@@ -447,14 +457,22 @@ class BodyLowering:
         return builder.extract_value(pair, 0)
 
 
+GROUP_MEMORY = "group memory"
+"""The key of the alias scope of a group's local and private arrays (`_array_scopes`)."""
+
+
 def _array_scopes(module: ir.Module, name: str, function: Function) -> dict:
     """The alias scope of each global array parameter of `function` (lowered as the LLVM
-    function `name`), one domain for them all: named nodes, the same for every version
-    of the kernel in the module."""
+    function `name`), and of the group's own memory (at `GROUP_MEMORY`), one domain for
+    them all: named nodes, the same for every version of the kernel in the module."""
     domain = module.add_metadata([ir.MetaDataString(module, f"{name}.arrays")])
-    return {param: module.add_metadata([ir.MetaDataString(module, f"{name}.{index}"), domain])
-            for index, param in enumerate(function.params)
-            if isinstance(param.type, T.ArrayType) and param.type.space == "global"}
+    scopes = {param: module.add_metadata([ir.MetaDataString(module, f"{name}.{index}"),
+                                          domain])
+              for index, param in enumerate(function.params)
+              if isinstance(param.type, T.ArrayType) and param.type.space == "global"}
+    scopes[GROUP_MEMORY] = module.add_metadata([ir.MetaDataString(module, f"{name}.group"),
+                                                domain])
+    return scopes
 
 
 def _is_one(value) -> bool:

@@ -50,3 +50,53 @@ def test_the_reverse_loads_the_shadows_before_its_arithmetic(backend):
     loads = [k for k, line in enumerate(lines) if " = load " in line]
     first_math = next(k for k, line in enumerate(lines) if " = math." in line)
     assert len(loads) == 3 and max(loads) < first_math
+
+
+TILE = 4
+
+
+@kk.kernel
+def tiled_product(c, a: kk.Const, b: kk.Const, k):
+    i, j = kk.index(kk.Global, kk.NTuple)
+    li, lj = kk.index(kk.Local, kk.NTuple)
+    a_tile = kk.localmem(np.float32, (TILE, TILE))
+    b_tile = kk.localmem(np.float32, (TILE, TILE))
+    acc = 0.0
+    for start in range(0, k, TILE):
+        a_tile[li, lj] = a[i, start + lj]
+        b_tile[li, lj] = b[start + li, j]
+        kk.synchronize()
+        for p in range(TILE):
+            acc += a_tile[li, p] * b_tile[p, lj]
+        kk.synchronize()
+    c[i, j] = acc
+
+
+def compiled_product(backend):
+    x = kk.to_backend(backend, np.zeros((8, 8), np.float32))
+    argtypes = tiled_product.argument_types(backend, (x, x, x, 8))
+    parent = compiler_job_from_backend(backend, tiled_product, argtypes,
+                                       workgroupsize=(TILE, TILE))
+    return compile_job(derivative_job(parent, COMBINED, ("duplicated",) * 3 + ("const",),
+                                      (argtypes[0],) * 3 + (None,)))
+
+
+def test_a_derivative_kernel_s_local_memory_is_in_a_scope_apart_from_the_arrays(backend):
+    """The local adjoints of the tiles (`d_a_tile[li, p] += ...`, one element for a row
+    of work-items) are in the group's scope, which every array access lists as one it
+    does not alias: LLVM needs no run-time check between them and the arrays' loads."""
+    lines = [line for line in compiled_product(backend).llvm_ir.splitlines()
+             if line.startswith("!") and " = !{" in line]
+    groups = [line.split(" = ")[0] for line in lines if '.group"' in line]
+    assert len(groups) == 1
+    lists = [line for line in lines if f"{groups[0]}," in line or f"{groups[0]} }}" in line
+             or f"{groups[0]}}}" in line]
+    assert lists, "no access lists the group's scope"
+
+
+def test_on_the_cpu_the_local_adjoints_of_a_row_are_summed_in_vectors():
+    """A group's work-items run one after another on the CPU: the atomic updates of a
+    local adjoint become a sum the loop vectorizer takes over the row (atomics have no
+    set order), where it was a chain of scalar updates through memory."""
+    llvm_ir = compiled_product(kk.CPU()).llvm_ir
+    assert "llvm.vector.reduce.fadd" in llvm_ir
