@@ -3,14 +3,16 @@ and `math` as plain Python on NumPy scalars, for one work-item at a time.
 
 `KernelLanguage` answers `kk.index`, `kk.groupsize`, `kk.ndrange`, `kk.subgroup_index`
 for the work-item the scheduler (`reference`) has made current, hands the scheduler
-what a subgroup operation needs (`subgroups`), gives each work-group its own local memory,
-and checks the rules of a race-free kernel as it goes: local and private memory read
-before it is written, or an element one work-item writes and another reads or writes
-between two barriers, raise `InvalidKernel` (the generator or shrinker produced a
-kernel whose result depends on timing). `PythonMath` is `math` as kernels define it:
+what a subgroup operation needs (`subgroups`), also from inside a device function
+(`device_call`), gives each work-group its own local memory, and checks the rules of
+a race-free kernel as it goes: local and private memory read before it is written, or
+an element one work-item writes and another reads or writes between two barriers,
+raise `InvalidKernel` (the generator or shrinker produced a kernel whose result
+depends on timing). `PythonMath` is `math` as kernels define it:
 float64 arithmetic that gives nan or inf where Python's `math` would raise."""
 from __future__ import annotations
 
+import copy
 import math as _math
 
 import numpy as np
@@ -103,6 +105,16 @@ class AnyOf:
         return hash(self.site)
 
 
+def _called_at(meeting, site: str):
+    """`meeting` (a barrier's site, an `AnyOf` or a `SubgroupCall`) in a device function
+    called at `site`: items meet only at the same place by the same calls."""
+    if isinstance(meeting, str):
+        return f"{site}/{meeting}"
+    meeting = copy.copy(meeting)
+    meeting.site = f"{site}/{meeting.site}"
+    return meeting
+
+
 class KernelLanguage:
     Global, Local, Group = Global, Local, Group
     Linear, Cartesian, NTuple = Linear, Cartesian, NTuple
@@ -164,6 +176,19 @@ class KernelLanguage:
     @staticmethod
     def subgroup_call(operation, site, *operands):
         return SubgroupCall(operation, site, operands)
+
+    @staticmethod
+    def device_call(site, call):
+        """Runs `call`, the generator of a device function that meets the other items
+        (a subgroup operation, a barrier), called at `site`: hands the scheduler its
+        meetings, named by `site` too, and gives back its answers and its result."""
+        answer = None
+        while True:
+            try:
+                meeting = call.send(answer)
+            except StopIteration as stop:
+                return stop.value
+            answer = yield _called_at(meeting, site)
 
     def print(self, *args, **kwargs):
         pass

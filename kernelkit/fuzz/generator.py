@@ -14,7 +14,11 @@ inexact math functions never decide a branch or an integer.
 A share of the seeds (`SUBGROUP_SHARE`, drawn apart from the rest, so that the others'
 kernels stay as they were) write subgroup operations (`kk.shuffle`, `kk.subgroup_sum`
 ...) and `kk.subgroup_index()`, with work-groups of 5 to 198 items, more often than not
-a partial number of subgroups, and ndranges that cut the last group short.
+a partial number of subgroups, and ndranges that cut the last group short. Their device
+functions may have subgroup operations too (`Function.collective`), under the same
+rules inside; a call of such a function counts as one of the caller's subgroup
+operations, so it is written only where one may be, and only as a statement of its own
+(a call inside an expression could sit in a short-circuited operand).
 
 Nodes carry what the shrinker must know: `_kk_type` (the scalar type), `_kk_pinned`
 (a statement a valid kernel cannot lose: a while loop's step, without which it would
@@ -195,7 +199,19 @@ class _ToReference(ast.NodeTransformer):
     as `kk.shuffle_down(v, d)` becomes `(yield kk.subgroup_call('shuffle_down', site, v,
     d))`, each local-memory allocation is named by its place, so a group's items share
     it, and vectors, the scalar functions and random draws are kernelkit's host versions
-    (NumPy)."""
+    (NumPy). A device function that yields is a generator: a call of it, `f(x)`, becomes
+    `(yield from kk.device_call(site, f(x)))`, which names its meetings by the call's
+    place too, so that items meet in it only when they came by the same call."""
+
+    def __init__(self):
+        self.generators: set[str] = set()    # the device functions that yield
+
+    def visit_FunctionDef(self, node):
+        # a module defines a function before the functions that call it
+        self.generic_visit(node)
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
+            self.generators.add(node.name)
+        return node
 
     def visit_Expr(self, node):
         self.generic_visit(node)
@@ -215,6 +231,9 @@ class _ToReference(ast.NodeTransformer):
                 return ast.Yield(ast.Call(_attribute("kk", "subgroup_call"),
                                           [ast.Constant(operation), ast.Constant(_site(node)),
                                            *node.args], []))
+        if isinstance(node.func, ast.Name) and node.func.id in self.generators:
+            return ast.YieldFrom(ast.Call(_attribute("kk", "device_call"),
+                                          [ast.Constant(_site(node)), node], []))
         if any(_is_kk_call(node, name) for name in ("vec2", "vec3", "vec4")):
             node.func = _attribute("kk_vectors", node.func.attr)
         if any(_is_kk_call(node, name) for name in SCALAR_FUNCTIONS):
@@ -383,10 +402,18 @@ class Loop:
 
 @dataclass
 class Function:
+    """A device function, as its callers see it. A `collective` one has subgroup
+    operations: every item of a group calls it together, and every call passes the
+    parameters named in `uniform` a value the same on all of them. A `varying` one's
+    result may differ between items given the same arguments (it reads the lane, or
+    exchanges values)."""
     name: str
     params: list[tuple[str, str]]     # (name, type); a type 'array:<name>' passes an input
     returns: tuple[str, ...]          # one type, or several for a tuple
     inexact: bool = True              # its body uses inexact math
+    collective: bool = False
+    uniform: frozenset[str] = frozenset()
+    varying: bool = False
 
 
 class Context:
@@ -418,7 +445,9 @@ class Context:
                 and all(loop.collective for loop in self.loops))
 
     def subgroups_allowed(self) -> bool:
-        return (self.kernel and self.uniform_control and self.subgroups_left > 0
+        """Also where a call of a device function with subgroup operations may go: only
+        kernels and such functions have any left to write."""
+        return (self.uniform_control and self.subgroups_left > 0
                 and all(loop.collective for loop in self.loops))
 
     def collectives_allowed(self) -> bool:
@@ -434,8 +463,8 @@ class Context:
         return not self.loops[-1].collective or self.uniform_control
 
     def return_allowed(self) -> bool:
-        if not self.kernel:
-            return True
+        """A return some items may take: never before a barrier or subgroup operation
+        still to come (in a device function, one that has them, as in the kernel)."""
         return (self.barriers_left <= 0 and self.subgroups_left <= 0 and not self.in_phase
                 and not any(loop.collective for loop in self.loops))
 
@@ -577,6 +606,12 @@ class Generator:
         function = Function(name, fparams, returns)
         ctx = Context(kernel=False)
         ctx.function = function
+        if self.subgroups:
+            ctx.subgroups_left = rng.choice([0, 1, 1, 2])
+            function.collective = ctx.subgroups_left > 0
+        if function.collective:
+            function.uniform = frozenset(pname for pname, ptype in fparams
+                                         if not ptype.startswith("array:") and self.chance(0.5))
         for pname, ptype in fparams:
             if ptype.startswith("array:"):
                 spec = copy.copy(array_param)
@@ -584,16 +619,31 @@ class Generator:
                 ctx.arrays[pname] = spec
             else:
                 interval = (-2**31, 2**31) if ptype == S.WEAK_INT else None
-                ctx.declare(Var(pname, ptype, interval, False, True))
+                # only a collective function asks which of its values are uniform; the
+                # others never do, and take every parameter to be
+                uniform = pname in function.uniform if function.collective else True
+                ctx.declare(Var(pname, ptype, interval, False, uniform))
         body = self.statements(ctx, rng.randint(1, 4), depth=0)
+        while ctx.subgroups_left > 0:
+            body += self.retrying(lambda: self.emit(ctx, lambda: self.statement_subgroup(ctx,
+                                                                                       0)))
         body += self.retrying(lambda: self.emit(ctx, lambda: self.return_statement(ctx)))
         function.inexact = any(getattr(n, "_kk_inexact", False) for s in body
                                for n in ast.walk(s))
+        function.varying = function.collective or self.varies_between_items(body)
         definition = ast.FunctionDef(name, ast.arguments([], [ast.arg(p) for p, _ in fparams],
                                                          None, [], [], None, []),
                                      body, [], None)
         self.functions.append(function)
         return definition
+
+    def varies_between_items(self, body: list[ast.stmt]) -> bool:
+        """Whether `body` (of a device function, which reads no index) calls
+        `kk.subgroup_index()` or a function whose result varies."""
+        varying = {f.name for f in self.functions if f.varying}
+        return any(_is_kk_call(node, "subgroup_index") or (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in varying) for statement in body for node in ast.walk(statement))
 
     def retrying(self, make, fallback=None):
         for _ in range(50):
@@ -608,10 +658,21 @@ class Generator:
     def return_statement(self, ctx) -> ast.Return:
         if ctx.kernel:
             return ast.Return(None)
-        values = [self.cast(ctx, self.expression(ctx, 2), t) for t in ctx.function.returns]
+        values = [self.returned_value(ctx, t) for t in ctx.function.returns]
         if len(values) == 1:
             return ast.Return(values[0])
         return ast.Return(ast.Tuple(values, ast.Load()))
+
+    def returned_value(self, ctx, t: str):
+        """A value of type `t` to return; in a collective function, mostly one that shows
+        the results of its subgroup operations (where they can be made a `t`)."""
+        value = self.expression(ctx, 2)
+        if ctx.subgroup_results and self.chance(0.8):
+            try:
+                return self.cast(ctx, self.with_subgroup_results(ctx, value), t)
+            except Retry:
+                pass
+        return self.cast(ctx, value, t)
 
     def kernel(self, params, ndrange, workgroupsize) -> ast.FunctionDef:
         rng = self.rng
@@ -733,8 +794,8 @@ class Generator:
                         ("private", 0.5 if depth < 2 else 0)]
             if ctx.barriers_allowed():
                 choices += [("barrier", 3), ("any", 1)]
-            if ctx.subgroups_allowed():
-                choices += [("subgroup", 3)]
+        if ctx.subgroups_allowed():
+            choices += [("subgroup", 3)]
         if ctx.jumps_allowed():
             choices += [("jump", 1.5)]
         if ctx.return_allowed() and (depth > 0 or not ctx.kernel):
@@ -1034,17 +1095,29 @@ class Generator:
                             uniform and all(v._kk_uniform for v in field_values)))
         return statements
 
-    def statement_call(self, ctx, depth):
-        function = self.rng.choice(self.functions)
+    def statement_call(self, ctx, depth, functions=None):
+        """A call of one of `functions` (by default those that may be called here: a
+        collective one only where a subgroup operation may be, as which it counts)."""
+        functions = functions or [f for f in self.functions
+                                  if not f.collective or ctx.subgroups_allowed()]
+        if not functions:
+            raise Retry
+        function = self.rng.choice(functions)
         call = self.call(ctx, function)
         if len(function.returns) == 1:
-            return [self.declare(ctx, typed(call, function.returns[0], None,
-                                            call._kk_inexact, call._kk_uniform))]
-        names = [self.fresh("r") for _ in function.returns]
-        for n, t in zip(names, function.returns):
-            ctx.declare(Var(n, t, None, call._kk_inexact, call._kk_uniform and
-                            ctx.uniform_control))
-        return [ast.Assign([ast.Tuple([_store(n) for n in names], ast.Store())], call)]
+            statement = self.declare(ctx, typed(call, function.returns[0], None,
+                                                call._kk_inexact, call._kk_uniform))
+            names = [statement.targets[0].id]
+        else:
+            names = [self.fresh("r") for _ in function.returns]
+            for n, t in zip(names, function.returns):
+                ctx.declare(Var(n, t, None, call._kk_inexact, call._kk_uniform and
+                                ctx.uniform_control))
+            statement = ast.Assign([ast.Tuple([_store(n) for n in names], ast.Store())], call)
+        if function.collective:
+            ctx.subgroups_left -= 1
+            ctx.subgroup_results.update(names)
+        return [statement]
 
     def call(self, ctx, function: Function) -> ast.Call:
         args = []
@@ -1055,13 +1128,16 @@ class Generator:
                     raise Retry
                 args.append(_name(source))
             else:
-                value = self.expression(ctx, self.rng.randint(0, 2))
+                uniform = True if pname in function.uniform else None
+                value = self.expression(ctx, self.rng.randint(0, 2), uniform=uniform)
                 if ptype == S.WEAK_INT:
                     value = self.into_interval(self.to_weak_int(ctx, value), (-2**31, 2**31))
                 else:
                     value = self.cast(ctx, value, ptype)
+                if uniform and not value._kk_uniform:
+                    raise Retry
                 args.append(value)
-        uniform = all(getattr(a, "_kk_uniform", True) for a in args)
+        uniform = all(getattr(a, "_kk_uniform", True) for a in args) and not function.varying
         inexact = function.inexact or any(getattr(a, "_kk_inexact", False) for a in args)
         node = _call(_name(function.name), *args)
         return typed(node, function.returns[0], None, inexact, uniform)
@@ -1188,8 +1264,11 @@ class Generator:
     def statement_subgroup(self, ctx, depth):
         """A subgroup operation (where every item of the group reaches it): its result a
         new name, or a shuffle's the shuffled variable's own again (`v += kk.shuffle_down(v,
-        d)`, the steps of a sum by hand)."""
+        d)`, the steps of a sum by hand); or a call of a device function that has them."""
         rng = self.rng
+        collective = [f for f in self.functions if f.collective]
+        if collective and self.chance(0.5):
+            return self.statement_call(ctx, depth, collective)
         operation = rng.choice(list(SUBGROUP_FUNCTIONS))
         function = _attribute("kk", SUBGROUP_FUNCTIONS[operation])
         target = None
@@ -1310,7 +1389,7 @@ class Generator:
         rng = self.rng
         kinds = [("literal", 2), ("variable", 5), ("array", 4 if self.nesting < 2 else 0),
                  ("length", 0.4), ("geometry", 0.3 if ctx.kernel else 0)]
-        if self.subgroups and ctx.kernel:
+        if self.subgroups:
             kinds.append(("lane", 0.4))
         kind = rng.choices(*zip(*kinds))[0]
         if kind == "variable" and ctx.subgroup_results and self.chance(0.4):
@@ -1712,8 +1791,9 @@ class Generator:
         return typed(node, t, None, inexact, uniform_result)
 
     def expression_call(self, ctx, depth, uniform, exact):
-        # a device function being written is not in the list yet: no recursion
-        candidates = [f for f in self.functions if len(f.returns) == 1]
+        # a device function being written is not in the list yet: no recursion; one with
+        # subgroup operations is called by a statement of its own (statement_call)
+        candidates = [f for f in self.functions if len(f.returns) == 1 and not f.collective]
         if not candidates:
             raise Retry
         return self.call(ctx, self.rng.choice(candidates))

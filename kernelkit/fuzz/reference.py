@@ -7,7 +7,9 @@ when all have arrived (`kk.synchronize_any` hands its condition over and gets th
 group's answer back) they go on together. A subgroup operation is such a meeting too
 (`kk.subgroup_call` hands over its operands, and each item gets its own result, see
 `subgroups`), but not a barrier: what one item wrote to local memory before it is no
-more visible to another after it. Items that reach different barriers or subgroup
+more visible to another after it. A device function with a subgroup operation is a
+generator as well, run by its caller (`kk.device_call`), and items meet in it only when
+they came by the same call. Items that reach different barriers or subgroup
 operations, or one while others have finished, are an invalid kernel. Work-groups run one after
 another, each with its own local memory."""
 from __future__ import annotations

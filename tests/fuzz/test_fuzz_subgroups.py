@@ -1,5 +1,6 @@
 """The fuzzer's subgroup operations: the generator writes them in a share of the seeds,
-in work-groups that make partial subgroups, and its reference (`fuzz/subgroups.py`)
+in kernels and the device functions they call, in work-groups that make partial
+subgroups, and its reference (`fuzz/subgroups.py`)
 computes what the language defines: checked here on values worked out by hand, and
 against every backend on random ones. The seeds of `test_fuzz.py` that draw subgroup
 operations run there like the others."""
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import kernelkit as kk
+from kernelkit.fuzz.emulation import InvalidKernel
 from kernelkit.fuzz.generator import HEADER, Case, generate
 from kernelkit.fuzz.reference import forget_module, load_module, run_reference
 from kernelkit.fuzz.runner import Runner, compare
@@ -61,6 +63,58 @@ def test_subgroup_operations_sit_where_every_item_of_a_group_reaches_them():
     outcomes = [Runner(backends={}).run(generate(seed)) for seed in seeds]
     assert all(outcome == [] for outcome in outcomes), \
         [o for found in outcomes for o in found][:3]
+
+
+# -- device functions with subgroup operations -------------------------------------------------
+
+def collective_functions(case) -> set[str]:
+    """The device functions that perform a subgroup operation, or call one that does."""
+    found = set()
+    for definition in case.module.body:
+        if definition.decorator_list:
+            continue
+        source = ast.unparse(definition)
+        if SUBGROUP_CALL.search(source) or any(re.search(rf"\b{name}\(", source)
+                                               for name in found):
+            found.add(definition.name)
+    return found
+
+
+def calls_collective_functions(case) -> bool:
+    kernel = ast.unparse(case.module.body[-1])
+    return any(re.search(rf"\b{name}\(", kernel) for name in collective_functions(case))
+
+
+def test_device_functions_have_subgroup_operations_that_their_kernels_call():
+    cases = [generate(seed) for seed in range(200)]
+    calling = [case for case in cases if calls_collective_functions(case)]
+    assert len(calling) >= 12, len(calling)
+    in_functions = set()
+    for case in calling:
+        for definition in case.module.body[:-1]:
+            in_functions |= set(SUBGROUP_CALL.findall(ast.unparse(definition)))
+    assert len(in_functions) >= 8, in_functions
+    assert any("kk.subgroup_index()" in ast.unparse(definition)
+               for case in cases for definition in case.module.body[:-1])
+
+
+def test_the_seeds_every_run_checks_include_device_functions_with_subgroup_operations():
+    """`test_fuzz.py` runs these against the reference on every backend."""
+    from test_fuzz import SEEDS
+    assert sum(calls_collective_functions(generate(seed)) for seed in SEEDS) >= 5
+
+
+def test_a_collective_device_function_is_called_by_a_statement_of_its_own():
+    """Never inside an expression, where a short-circuited operand (`c and f(x)`) or a
+    conditional expression would call it on some items of a group only."""
+    for seed in range(200):
+        case = generate(seed)
+        names = collective_functions(case)
+        for node in ast.walk(case.module):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in names:
+                assert any(isinstance(statement, ast.Assign) and statement.value is node
+                           for statement in ast.walk(case.module)), (seed, ast.unparse(node))
 
 
 # -- the reference, on values worked out by hand ----------------------------------------------
@@ -146,6 +200,81 @@ def test_the_reference_votes_over_members_only_in_a_two_dimensional_group():
     _, votes = reference(np.zeros(27), np.zeros(27, np.int64), flags, (3, 9), (3, 11))
     assert not votes[1].any() and votes[0].all()
     assert (votes[2] == sum(1 << lane for lane in lanes[:-1])).all()
+
+
+NESTED = """
+def lane_sum(v):
+    return kk.subgroup_sum(v)
+
+
+def with_neighbour(v, delta):
+    total = lane_sum(v)
+    if delta > 0:
+        return total + kk.shuffle_down(v, delta)
+    return total
+
+
+@kk.kernel
+def nested(out, x: kk.Const, delta):
+    i = kk.index(kk.Global)
+    out[0, i] = with_neighbour(x[i], delta)
+    out[1, i] = with_neighbour(x[i] * 2, 0)
+"""
+
+
+def test_the_reference_runs_subgroup_operations_in_nested_device_functions():
+    """One group of 40 items: subgroups of lanes 0..31 (sum 496) and 32..39 (sum 284)."""
+    x = np.arange(40, dtype=np.int64)
+    out = np.zeros((2, 40), np.int64)
+    case = Case(0, ast.parse(NESTED), "nested", [], (40,), (40,))
+    run_reference(case, [(out, out), (x, x), 1])
+    sums = np.where(x < 32, 496, 284)
+    neighbour = np.where((x == 31) | (x == 39), x, x + 1)
+    assert (out[0] == sums + neighbour).all()
+    assert (out[1] == 2 * sums).all()
+
+
+def test_the_reference_gives_what_the_backend_computes_in_device_functions(backend):
+    ndrange, workgroupsize = (37,), (40,)
+    x = np.random.default_rng(5).integers(-1000, 1000, 37)
+    want = np.zeros((2, 37), np.int64)
+    run_reference(Case(0, ast.parse(NESTED), "nested", [], ndrange, workgroupsize),
+                  [(want, want), (x, x), 3])
+    namespace = load_module(HEADER + NESTED, "nested_on_a_backend")
+    try:
+        out = kk.zeros(backend, np.int64, (2, 37))
+        namespace["nested"](backend, workgroupsize)(out, kk.to_backend(backend, x), 3,
+                                                    ndrange=ndrange)
+        kk.synchronize(backend)
+    finally:
+        forget_module(namespace)
+    assert (kk.to_numpy(out) == want).all()
+
+
+DIVERGENT = """
+def lane_sum(v):
+    return kk.subgroup_sum(v)
+
+
+@kk.kernel
+def divergent(out, x: kk.Const):
+    i = kk.index(kk.Global)
+    if x[i] > 0:
+        out[i] = lane_sum(x[i])
+    else:
+        out[i] = lane_sum(-x[i])
+"""
+
+
+def test_the_reference_refuses_a_device_function_some_items_call_from_elsewhere():
+    """Both sides of a branch on the work-item call the function: its subgroup operation
+    is reached at one place in its source, but by two calls, so the items do not meet
+    (a shrunk kernel can move a call so; the compiler refuses it)."""
+    x = np.array([1, -2, 3, -4], np.int64)
+    out = np.zeros(4, np.int64)
+    case = Case(0, ast.parse(DIVERGENT), "divergent", [], (4,), (4,))
+    with pytest.raises(InvalidKernel, match="different barriers"):
+        run_reference(case, [(out, out), (x, x)])
 
 
 # -- the reference against every backend ------------------------------------------------------
