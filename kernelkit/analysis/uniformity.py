@@ -4,7 +4,8 @@ region: the blocks between a branch on a varying value and the point where its p
 join again)."""
 from __future__ import annotations
 
-from ..ir.definitions import CBR, Trait
+from ..ir import types as T
+from ..ir.definitions import CBR, LOAD, Trait
 from ..ir.function import Block, Function
 from ..ir.ops import Value
 from .dominance import post_dominators
@@ -80,10 +81,11 @@ def _used_outside(body: set[Block]) -> set[Value]:
 def _changing_in_loop(body: set[Block]) -> set[Value]:
     """The loop's block parameters, its impure operations, and what is computed from
     them: everything else it defines (constants, arithmetic on values from before the
-    loop) is the same in every iteration."""
+    loop, a read of a Const array, which nothing writes during the launch, at an index
+    that does not change) is the same in every iteration."""
     changing = {param for block in body for param in block.params}
     ops = [op for block in body for op in block.ops if not op.is_terminator]
-    changing.update(op for op in ops if not op.is_pure)
+    changing.update(op for op in ops if not op.is_pure and not _reads_const_array(op))
     grew = True
     while grew:
         grew = False
@@ -92,6 +94,11 @@ def _changing_in_loop(body: set[Block]) -> set[Value]:
                 changing.add(op)
                 grew = True
     return changing
+
+
+def _reads_const_array(op) -> bool:
+    array = op.operands[0].type if op.definition is LOAD else None
+    return isinstance(array, T.ArrayType) and array.const
 
 
 def _leaves_divergently(body: set[Block], varying: set, ipdom: dict, regions: dict) -> bool:

@@ -104,3 +104,42 @@ def test_the_same_counter_is_uniform_when_all_items_leave_the_loop_together():
     (counter,) = header.params
     assert counter not in varying_values(function)
     assert divergent_region(function, varying_values(function)) == set()
+
+
+def loop_reading(array_type: str):
+    """`p = 0; while p < i: v = b[0]; p += 1` (items leave at different iterations),
+    then `a[g] = v`: b is `array_type`. What the loop read is used after it."""
+    return parse_module(f'''kernel @k(a, b) -> void file "k.py" {{
+^bb0(%0: array<i64, 1, C>, %1: {array_type}):
+  %2 = local_id {{axis = 0}} : i64
+  %3 = group_id {{axis = 0}} : i64
+  %4 = const 0 : i64
+  %5 = const 1 : i64
+  br ^bb1(%4)
+^bb1(%6: i64):
+  %7 = load %1, %4 : i64
+  %8 = lt %6, %2 : bool
+  cbr %8, ^bb2(), ^bb3()
+^bb2():
+  %9 = add %6, %5 : i64
+  br ^bb1(%9)
+^bb3():
+  store %0, %3, %7
+  ret
+}}
+''').kernel
+
+
+def test_a_const_array_read_in_a_divergent_loop_at_a_fixed_index_is_uniform_after_it():
+    """Nothing writes a Const array during the launch: b[0] read in any iteration is the
+    same (CSE may give code after the loop the loop's read of it; a barrier there must
+    not be refused)."""
+    function = loop_reading("array<i64, 1, C, const>")
+    read = function.blocks[1].ops[0]
+    assert read not in varying_values(function)
+
+
+def test_a_written_array_read_in_a_divergent_loop_varies_after_it():
+    function = loop_reading("array<i64, 1, C>")
+    read = function.blocks[1].ops[0]
+    assert read in varying_values(function)
