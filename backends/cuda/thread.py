@@ -331,5 +331,7 @@ class ThreadFunctionBuilder(EntryPointBuilder):
     def math(self, builder, name, args, type):
         return device_math(builder, name, args, type)
 
+    fuses_sincos = True     # libdevice's sincos
+
     def sincos(self, builder, x, type):
         return device_sincos(builder, x, type)

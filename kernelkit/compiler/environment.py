@@ -74,13 +74,16 @@ class KernelEnvironment:
     def math(self, builder: ir.IRBuilder, name: str, args: list[ir.Value], type: T.ScalarType):
         raise NotImplementedError
 
-    def sincos(self, builder: ir.IRBuilder, x: ir.Value, type: T.ScalarType) -> ir.Value | None:
+    # Whether the target's library computes a sine and a cosine of one value together,
+    # with one argument reduction (`sincos`); where not, each is `math`'s.
+    fuses_sincos: bool = False
+
+    def sincos(self, builder: ir.IRBuilder, x: ir.Value, type: T.ScalarType) -> ir.Value:
         """`{sin(x), cos(x)}` (an LLVM struct) for a kernel that takes both of one value
-        (`shared_sincos_arguments`), where the target's library computes the two together,
-        with one argument reduction; None where it does not (each is then `math`'s). The
-        call must have no side effects, so that LLVM merges the one the sine's lowering
-        makes with the cosine's."""
-        return None
+        (`shared_sincos_arguments`), where `fuses_sincos`. The call must have no side
+        effects, so that LLVM merges the one the sine's lowering makes with the
+        cosine's."""
+        raise NotImplementedError
 
     def array_access(self, instruction: ir.Instruction) -> None:
         """Called with every load and store of array elements, and every other

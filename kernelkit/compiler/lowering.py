@@ -232,11 +232,11 @@ class BodyLowering:
 
     def op_math(self, builder, op: Op):
         name = op.definition.member.name
-        if name in SINCOS and op.operands[0] in self.sincos_arguments():
+        if name in SINCOS and self.env.fuses_sincos and \
+                op.operands[0] in self.sincos_arguments():
             both = self.env.sincos(builder, self.use(builder, op.operands[0]),
                                    op.operands[0].type)
-            if both is not None:
-                return builder.extract_value(both, SINCOS.index(name))
+            return builder.extract_value(both, SINCOS.index(name))
         return self.env.math(builder, name, self.operands(builder, op), op.operands[0].type)
 
     def sincos_arguments(self) -> frozenset:
